@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# agg: one Makefile for the library, the tools, the BPF objects, the tests,
+# the demo and the benchmarks.  `make V=1` shows the commands.
+
+VERSION    := 0.1.0
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+MANDIR     ?= $(PREFIX)/share/man
+COMPDIR    ?= $(PREFIX)/share/bash-completion/completions
+AGG_PIN_DIR ?= /sys/fs/bpf/agg
+AGG_CACHE_DIR ?= /var/cache/agg
+
+CC         ?= cc
+CLANG      ?= clang
+BPFTOOL    ?= bpftool
+ARCH_INC   ?= /usr/include/$(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+
+CFLAGS     ?= -O2 -g
+CFLAGS     += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
+              -Wstrict-prototypes -Wmissing-prototypes -fno-common
+CPPFLAGS   += -Ilib -Ibpf -Ibuild -D_GNU_SOURCE \
+              -DAGG_VERSION='"$(VERSION)"' \
+              -DAGG_PIN_DIR='"$(AGG_PIN_DIR)"' \
+              -DAGG_CACHE_DIR='"$(AGG_CACHE_DIR)"'
+LDLIBS     += -lbpf -lelf -lz -lpcap -lnuma -lm -lpthread
+BPF_CFLAGS ?= -O2 -g -Wall -target bpf -D__TARGET_ARCH_x86 -I$(ARCH_INC) -Ibpf
+
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+MAKEFLAGS += --no-print-directory
+endif
+
+.DELETE_ON_ERROR:
+.SUFFIXES:
+
+LIB_SRC    := $(sort $(wildcard lib/*.c))
+LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o)
+CMD_SRC    := $(sort $(wildcard cmd/agg-*.c))
+TOOLS      := $(CMD_SRC:cmd/%.c=build/%)
+BPF_SRC    := $(sort $(wildcard bpf/*.bpf.c))
+BPF_OBJ    := $(BPF_SRC:bpf/%.bpf.c=build/%.bpf.o)
+BPF_SKEL   := $(BPF_SRC:bpf/%.bpf.c=build/%.skel.h)
+TEST_SRC   := $(sort $(wildcard t/unit/*.c))
+TEST_BIN   := $(TEST_SRC:t/unit/%.c=build/t/%)
+MAN_PAGES  := $(sort $(wildcard man/*.[1-8]))
+COMPLETIONS := $(sort $(wildcard completions/*.bash))
+FUZZ_SRC   := $(sort $(wildcard t/fuzz/*.c))
+
+all: $(TOOLS) $(BPF_OBJ) $(TEST_BIN)
+
+build build/lib build/t build/fuzz:
+	$(Q)mkdir -p $@
+
+# BPF objects -> skeletons; every C file may include any skeleton.
+build/%.bpf.o: bpf/%.bpf.c | build
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -MMD -MP -c $< -o $@
+
+build/%.skel.h: build/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*) > $@
+
+build/lib/%.o: lib/%.c $(BPF_SKEL) | build/lib
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+build/libagg.a: $(LIB_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+build/%.o: cmd/%.c $(BPF_SKEL) | build
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+build/agg-%: build/agg-%.o build/libagg.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+build/t/%: t/unit/%.c build/libagg.a | build/t
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) -It/lib $(CFLAGS) -MMD -MP -o $@ $< build/libagg.a $(LDLIBS)
+
+-include $(wildcard build/*.d build/lib/*.d build/t/*.d)
+
+# ---- dependencies ------------------------------------------------------
+# Debian packages needed to build and test; only the missing ones are
+# installed (apt-get needs root; without it we say what to install).
+DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
+            libpcap-dev libnuma-dev pkg-config iproute2 perl man-db \
+            bash-completion jq libclang-rt-14-dev procps util-linux
+
+deps:
+	$(Q)missing=$$(for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	done); \
+	if [ -z "$$missing" ]; then echo "deps: all build dependencies present"; exit 0; fi; \
+	echo "deps: installing" $$missing; \
+	if [ "$$(id -u)" != 0 ]; then echo "deps: need root: apt-get install $$missing" >&2; exit 3; fi; \
+	{ [ -n "$$(find /var/lib/apt/lists -name '*Packages*' -newermt '-7 days' 2>/dev/null | head -1)" ] || \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq; } && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing
+
+# ---- tests ---------------------------------------------------------------
+check: deps
+	$(Q)$(MAKE) all
+	$(Q)AGG_BUILD=$(CURDIR)/build prove -j2 --timer $(PROVE_FLAGS) t/*.t
+
+# Coverage-guided fuzzing of the parsers with libFuzzer (clang).
+FUZZ_SECONDS ?= 60
+fuzz: $(FUZZ_SRC:t/fuzz/%.c=build/fuzz/%)
+	$(Q)for f in $^; do echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \
+		mkdir -p build/fuzz/corpus-$${f##*/}; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		    build/fuzz/corpus-$${f##*/} t/fuzz/seeds || exit 1; done
+
+build/fuzz/%: t/fuzz/%.c $(LIB_SRC) | build/fuzz
+	$(call msg,FUZZ-CC,$@)
+	$(Q)$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined \
+		-o $@ $< $(LIB_SRC) $(LDLIBS)
+
+bench: deps
+	$(Q)$(MAKE) all
+	$(Q)AGG_BUILD=$(CURDIR)/build sh bench/run.sh
+
+demo: deps
+	$(Q)$(MAKE) all
+	$(Q)AGG_BUILD=$(CURDIR)/build sh demo/run.sh
+
+# ---- install -------------------------------------------------------------
+install: $(TOOLS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(COMPDIR)
+	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	for m in $(MAN_PAGES); do \
+		install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/; done
+	for c in $(COMPLETIONS); do \
+		n=$${c##*/}; install -m 0644 $$c $(DESTDIR)$(COMPDIR)/$${n%.bash}; done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
+	for m in $(notdir $(MAN_PAGES)); do \
+		rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$$m; done
+	for c in $(notdir $(COMPLETIONS)); do \
+		rm -f $(DESTDIR)$(COMPDIR)/$${c%.bash}; done
+
+clean:
+	rm -rf build
+
+.PHONY: all deps check fuzz bench demo install uninstall clean

@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* The hosts file (man 5 agg-hosts): one host per line, "link A B" lines. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hosts.h"
+#include "opts.h"
+#include "text.h"
+
+void agg_diag_set(struct agg_diag *d, const char *file, int line, int col,
+		  const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!d)
+		return;
+	n = snprintf(d->msg, sizeof(d->msg), "%s:%d:%d: ", file, line, col);
+	if (n < 0 || n >= (int)sizeof(d->msg))
+		n = 0;
+	va_start(ap, fmt);
+	vsnprintf(d->msg + n, sizeof(d->msg) - n, fmt, ap);
+	va_end(ap);
+}
+
+bool agg_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= AGG_NAME_MAX)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("_.-", *s))
+			return false;
+	return true;
+}
+
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	unsigned int b[6];
+	char tail;
+
+	if (strlen(s) != 17 ||
+	    sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3],
+		   &b[4], &b[5], &tail) != 6)
+		return -EINVAL;
+	for (int i = 0; i < 6; i++) {
+		if (!isxdigit((unsigned char)s[3 * i]) ||
+		    !isxdigit((unsigned char)s[3 * i + 1]))
+			return -EINVAL;
+		mac[i] = b[i];
+	}
+	return 0;
+}
+
+static int set_positive(double *dst, const char *v, const char **why, int *col)
+{
+	double x;
+
+	if (agg_parse_double(v, &x, col)) {
+		*why = "not a decimal number";
+		return -EINVAL;
+	}
+	if (x <= 0) {
+		*col = 0;
+		*why = "must be positive";
+		return -EINVAL;
+	}
+	*dst = x;
+	return 0;
+}
+
+static int set_name(char *dst, size_t max, const char *v, const char **why)
+{
+	if (!agg_name_valid(v) || strlen(v) >= max) {
+		*why = "not a valid name (letters, digits, '_', '.', '-')";
+		return -EINVAL;
+	}
+	strcpy(dst, v);
+	return 0;
+}
+
+int agg_host_set_attr(struct agg_host *hst, const char *kv, const char **why,
+		      int *col_off)
+{
+	const char *eq = strchr(kv, '=');
+	size_t klen;
+	const char *v;
+	int col = 0, err;
+
+	*col_off = 0;
+	if (!eq || eq == kv) {
+		*why = "expected key=value";
+		return -EINVAL;
+	}
+	klen = eq - kv;
+	v = eq + 1;
+#define KEY(k) (klen == strlen(k) && !strncmp(kv, k, klen))
+	if (KEY("bw")) {
+		err = set_positive(&hst->bw, v, why, &col);
+	} else if (KEY("cpu")) {
+		err = set_positive(&hst->cpu, v, why, &col);
+	} else if (KEY("role")) {
+		err = 0;
+		if (!strcmp(v, "ps"))
+			hst->role = AGG_ROLE_PS;
+		else if (!strcmp(v, "worker"))
+			hst->role = AGG_ROLE_WORKER;
+		else {
+			*why = "role must be 'ps' or 'worker'";
+			err = -EINVAL;
+		}
+	} else if (KEY("rack")) {
+		err = set_name(hst->rack, sizeof(hst->rack), v, why);
+	} else if (KEY("pod")) {
+		err = set_name(hst->pod, sizeof(hst->pod), v, why);
+	} else if (KEY("dev")) {
+		err = set_name(hst->dev, 16, v, why);	/* IFNAMSIZ */
+	} else if (KEY("mac")) {
+		err = parse_mac(v, hst->mac);
+		if (err)
+			*why = "mac must be six hex bytes, aa:bb:cc:dd:ee:ff";
+		hst->has_mac = !err;
+	} else {
+		*why = "unknown attribute";
+		return -EINVAL;
+	}
+#undef KEY
+	if (err)
+		*col_off = (int)(v - kv) + col;
+	return err;
+}
+
+int agg_hosts_find(const struct agg_hosts *h, const char *name)
+{
+	for (int i = 0; i < h->n; i++)
+		if (!strcmp(h->host[i].name, name))
+			return i;
+	return -1;
+}
+
+int agg_hosts_count_role(const struct agg_hosts *h, enum agg_role role)
+{
+	int n = 0;
+
+	for (int i = 0; i < h->n; i++)
+		n += h->host[i].role == role;
+	return n;
+}
+
+void agg_hosts_free(struct agg_hosts *h)
+{
+	free(h->host);
+	free(h->link);
+	memset(h, 0, sizeof(*h));
+}
+
+static bool addr_usable(struct in_addr a)
+{
+	uint32_t x = ntohl(a.s_addr);
+
+	return x != 0 && x != 0xffffffff && (x >> 24) != 127 &&
+	       (x >> 28) != 0xe;
+}
+
+/* Pending link line: resolved once every host is known. */
+struct pending_link {
+	char a[AGG_NAME_MAX], b[AGG_NAME_MAX];
+	int line, col_a, col_b;
+};
+
+int agg_host_parse(const struct agg_text_line *ln, int first,
+		   struct agg_host *out, const char *fname, struct agg_diag *d)
+{
+	struct agg_host hst = { .line = ln->lineno };
+	const struct agg_text_tok *tok = ln->tok + first;
+	int ntok = ln->ntok - first;
+	char seen[8][8] = { 0 };
+	int nseen = 0;
+
+	if (!agg_name_valid(tok[0].s)) {
+		agg_diag_set(d, fname, ln->lineno, tok[0].col,
+			     "bad host name '%s' (letters, digits, '_', '.', '-'; at most %d)",
+			     tok[0].s, AGG_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	strcpy(hst.name, tok[0].s);
+	if (ntok < 2) {
+		agg_diag_set(d, fname, ln->lineno, ln->end_col,
+			     "missing address after '%s'", hst.name);
+		return -EINVAL;
+	}
+	if (inet_pton(AF_INET, tok[1].s, &hst.addr) != 1) {
+		agg_diag_set(d, fname, ln->lineno, tok[1].col,
+			     "bad IPv4 address '%s'", tok[1].s);
+		return -EINVAL;
+	}
+	if (!addr_usable(hst.addr)) {
+		agg_diag_set(d, fname, ln->lineno, tok[1].col,
+			     "address '%s' is not a unicast host address",
+			     tok[1].s);
+		return -EINVAL;
+	}
+	for (int t = 2; t < ntok; t++) {
+		const char *kv = tok[t].s, *why = NULL;
+		size_t klen = strcspn(kv, "=");
+		int off;
+
+		for (int s = 0; s < nseen; s++) {
+			if (klen < sizeof(seen[s]) && !strncmp(seen[s], kv, klen) &&
+			    seen[s][klen] == '\0') {
+				agg_diag_set(d, fname, ln->lineno, tok[t].col,
+					     "attribute '%.*s' given twice",
+					     (int)klen, kv);
+				return -EINVAL;
+			}
+		}
+		if (agg_host_set_attr(&hst, kv, &why, &off)) {
+			agg_diag_set(d, fname, ln->lineno, tok[t].col + off,
+				     "%s in '%s'", why, kv);
+			return -EINVAL;
+		}
+		if (nseen < 8 && klen < sizeof(seen[0]))
+			memcpy(seen[nseen++], kv, klen);
+	}
+	if (hst.bw <= 0) {
+		agg_diag_set(d, fname, ln->lineno, ln->end_col,
+			     "host '%s' has no bw= (available Gbit/s)", hst.name);
+		return -EINVAL;
+	}
+	*out = hst;
+	return 0;
+}
+
+int agg_host_check_dup(const struct agg_host *hosts, int n,
+		       const struct agg_host *hst, const struct agg_text_line *ln,
+		       int first, const char *fname, struct agg_diag *d)
+{
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(hosts[i].name, hst->name)) {
+			agg_diag_set(d, fname, ln->lineno, ln->tok[first].col,
+				     "duplicate host name '%s' (first on line %d)",
+				     hst->name, hosts[i].line);
+			return -EINVAL;
+		}
+		if (hosts[i].addr.s_addr == hst->addr.s_addr) {
+			agg_diag_set(d, fname, ln->lineno, ln->tok[first + 1].col,
+				     "duplicate address %s (first on line %d, host '%s')",
+				     ln->tok[first + 1].s, hosts[i].line,
+				     hosts[i].name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int parse_host_line(struct agg_hosts *h, struct agg_text_line *ln,
+			   const char *fname, struct agg_diag *d)
+{
+	struct agg_host hst;
+	int err;
+
+	err = agg_host_parse(ln, 0, &hst, fname, d);
+	if (!err)
+		err = agg_host_check_dup(h->host, h->n, &hst, ln, 0, fname, d);
+	if (err)
+		return err;
+	if (agg_grow((void **)&h->host, h->n + 1, sizeof(*h->host)))
+		return -ENOMEM;
+	h->host[h->n++] = hst;
+	return 0;
+}
+
+int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
+		   struct agg_diag *d)
+{
+	struct agg_text tx;
+	struct agg_text_line ln;
+	struct pending_link *pl = NULL;
+	int npl = 0, err = 0, r;
+
+	memset(h, 0, sizeof(*h));
+	agg_text_init(&tx, f);
+	while ((r = agg_text_next(&tx, &ln)) > 0) {
+		if (ln.ntok == 0)
+			continue;
+		if (!strcmp(ln.tok[0].s, "link")) {
+			if (ln.ntok != 3) {
+				agg_diag_set(d, fname, ln.lineno,
+					     ln.ntok > 3 ? ln.tok[3].col : ln.end_col,
+					     "expected 'link NAME NAME'");
+				err = -EINVAL;
+				break;
+			}
+			if (agg_grow((void **)&pl, npl + 1, sizeof(*pl))) {
+				err = -ENOMEM;
+				break;
+			}
+			snprintf(pl[npl].a, AGG_NAME_MAX, "%s", ln.tok[1].s);
+			snprintf(pl[npl].b, AGG_NAME_MAX, "%s", ln.tok[2].s);
+			pl[npl].line = ln.lineno;
+			pl[npl].col_a = ln.tok[1].col;
+			pl[npl].col_b = ln.tok[2].col;
+			npl++;
+			continue;
+		}
+		err = parse_host_line(h, &ln, fname, d);
+		if (err)
+			break;
+	}
+	if (r < 0 && !err) {
+		err = r;
+		agg_diag_set(d, fname, tx.lineno, 1, "%s", r == -E2BIG ?
+			     "line too long" : strerror(-r));
+	}
+	for (int i = 0; !err && i < npl; i++) {
+		int a = agg_hosts_find(h, pl[i].a), b = agg_hosts_find(h, pl[i].b);
+		int bad = a < 0 ? pl[i].col_a : b < 0 ? pl[i].col_b : 0;
+
+		if (bad) {
+			agg_diag_set(d, fname, pl[i].line, bad,
+				     "unknown host '%s' in link",
+				     a < 0 ? pl[i].a : pl[i].b);
+			err = -EINVAL;
+		} else if (h->host[a].role != AGG_ROLE_WORKER ||
+			   h->host[b].role != AGG_ROLE_WORKER) {
+			agg_diag_set(d, fname, pl[i].line,
+				     h->host[a].role ? pl[i].col_a : pl[i].col_b,
+				     "links join workers; '%s' is a parameter server",
+				     h->host[a].role ? pl[i].a : pl[i].b);
+			err = -EINVAL;
+		} else if (a == b) {
+			agg_diag_set(d, fname, pl[i].line, pl[i].col_b,
+				     "link from '%s' to itself", pl[i].a);
+			err = -EINVAL;
+		} else if (!agg_grow((void **)&h->link, h->nlinks + 1,
+				     sizeof(*h->link))) {
+			h->link[h->nlinks++] = (struct agg_link){ a, b };
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	free(pl);
+	if (!err && agg_hosts_count_role(h, AGG_ROLE_PS) == 0) {
+		agg_diag_set(d, fname, tx.lineno + 1, 1,
+			     "no parameter server: mark one host role=ps");
+		err = -EINVAL;
+	} else if (!err && agg_hosts_count_role(h, AGG_ROLE_WORKER) == 0) {
+		agg_diag_set(d, fname, tx.lineno + 1, 1, "no workers");
+		err = -EINVAL;
+	}
+	agg_text_free(&tx);
+	if (err == -ENOMEM)
+		agg_diag_set(d, fname, tx.lineno, 1, "out of memory");
+	if (err)
+		agg_hosts_free(h);
+	return err;
+}
+
+void agg_host_write_attrs(const struct agg_host *hst, FILE *f)
+{
+	fprintf(f, " bw=%.15g", hst->bw);
+	if (hst->cpu > 0)
+		fprintf(f, " cpu=%.15g", hst->cpu);
+	if (hst->role == AGG_ROLE_PS)
+		fputs(" role=ps", f);
+	if (hst->rack[0])
+		fprintf(f, " rack=%s", hst->rack);
+	if (hst->pod[0])
+		fprintf(f, " pod=%s", hst->pod);
+	if (hst->dev[0])
+		fprintf(f, " dev=%s", hst->dev);
+	if (hst->has_mac)
+		fprintf(f, " mac=%02x:%02x:%02x:%02x:%02x:%02x", hst->mac[0],
+			hst->mac[1], hst->mac[2], hst->mac[3], hst->mac[4],
+			hst->mac[5]);
+}

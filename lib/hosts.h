@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#ifndef AGG_HOSTS_H
+#define AGG_HOSTS_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define AGG_NAME_MAX 32		/* node, rack, pod and device names */
+
+/* Where a parse went wrong: "FILE:LINE:COL: message". */
+struct agg_diag {
+	char msg[512];
+};
+
+void agg_diag_set(struct agg_diag *d, const char *file, int line, int col,
+		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+enum agg_role {
+	AGG_ROLE_WORKER = 0,
+	AGG_ROLE_PS = 1,
+};
+
+struct agg_host {
+	char name[AGG_NAME_MAX];
+	struct in_addr addr;
+	double bw;		/* Gbit/s available */
+	double cpu;		/* cores available for aggregation; 0: unlimited */
+	enum agg_role role;
+	char rack[AGG_NAME_MAX];	/* "" when not given */
+	char pod[AGG_NAME_MAX];
+	char dev[AGG_NAME_MAX];
+	uint8_t mac[6];
+	bool has_mac;
+	int line;		/* where it was defined */
+};
+
+struct agg_link {
+	int a, b;		/* host indices */
+};
+
+struct agg_hosts {
+	struct agg_host *host;
+	int n;
+	struct agg_link *link;
+	int nlinks;
+};
+
+/* Parse a hosts file (man 5 agg-hosts).  Returns 0 or -EINVAL (d filled). */
+int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
+		   struct agg_diag *d);
+void agg_hosts_free(struct agg_hosts *h);
+int agg_hosts_find(const struct agg_hosts *h, const char *name);
+int agg_hosts_count_role(const struct agg_hosts *h, enum agg_role role);
+
+/*
+ * Parse one "key=value" host attribute into hst.  Shared by the hosts and
+ * plan parsers.  Returns 0, or -EINVAL with *why set and *col_off the offset
+ * within kv of the bad part.
+ */
+int agg_host_set_attr(struct agg_host *hst, const char *kv, const char **why,
+		      int *col_off);
+struct agg_text_line;
+/* Parse "NAME ADDR key=value..." starting at word first of a line. */
+int agg_host_parse(const struct agg_text_line *ln, int first,
+		   struct agg_host *out, const char *fname, struct agg_diag *d);
+/* -EINVAL (d filled) if hst's name or address is already in hosts[0..n). */
+int agg_host_check_dup(const struct agg_host *hosts, int n,
+		       const struct agg_host *hst, const struct agg_text_line *ln,
+		       int first, const char *fname, struct agg_diag *d);
+/* Write hst's attributes as " key=value..." (the form both parsers read). */
+void agg_host_write_attrs(const struct agg_host *hst, FILE *f);
+/* Parse a node name: [A-Za-z0-9_.-], 1..AGG_NAME_MAX-1 characters. */
+bool agg_name_valid(const char *s);
+
+#endif

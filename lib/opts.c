@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "opts.h"
+
+#ifndef AGG_PIN_DIR
+#define AGG_PIN_DIR "/sys/fs/bpf/agg"
+#endif
+
+struct agg_common_opts agg_common;
+struct agg_target_opts agg_target = { .pin_dir = AGG_PIN_DIR };
+
+const char *argp_program_version = "agg " AGG_VERSION;
+const char *argp_program_bug_address = NULL;
+
+enum { OPT_JOB = 0x1000, OPT_NODE, OPT_PIN_DIR };
+
+static const struct argp_option common_options[] = {
+	{ "verbose", 'v', NULL, 0, "Say more (repeat for debug output)", -1 },
+	{ "quiet", 'q', NULL, 0, "Print errors only", -1 },
+	{ "json", 'j', NULL, 0, "Print JSON", -1 },
+	{ "pretty", 'p', NULL, 0, "Print indented JSON (implies -j)", -1 },
+	{ 0 }
+};
+
+static error_t common_parse(int key, char *arg, struct argp_state *state)
+{
+	switch (key) {
+	case 'v':
+		agg_common.verbose = agg_common.verbose < 0 ? 1 :
+				     agg_common.verbose + 1;
+		break;
+	case 'q':
+		agg_common.verbose = -1;
+		break;
+	case 'j':
+		agg_common.json = true;
+		break;
+	case 'p':
+		agg_common.json = agg_common.pretty = true;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+const struct argp agg_common_argp = {
+	.options = common_options,
+	.parser = common_parse,
+};
+
+static const struct argp_option target_options[] = {
+	{ "job", OPT_JOB, "JOB", 0, "Job id (default: the only job loaded)", -2 },
+	{ "node", OPT_NODE, "NODE", 0,
+	  "Node name (default: the node whose address is on this host)", -2 },
+	{ "pin-dir", OPT_PIN_DIR, "DIR", 0,
+	  "Root of the pinned state (default " AGG_PIN_DIR ")", -2 },
+	{ 0 }
+};
+
+static error_t target_parse(int key, char *arg, struct argp_state *state)
+{
+	switch (key) {
+	case OPT_JOB:
+		agg_target.job = arg;
+		break;
+	case OPT_NODE:
+		agg_target.node = arg;
+		break;
+	case OPT_PIN_DIR:
+		agg_target.pin_dir = arg;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+const struct argp agg_target_argp = {
+	.options = target_options,
+	.parser = target_parse,
+};
+
+void agg_opts_setup(const char *prog)
+{
+	agg_log_init(prog, 0);
+	argp_err_exit_status = AGG_EXIT_USAGE;
+}
+
+void agg_opts_done(const char *prog)
+{
+	agg_log_init(prog, agg_common.verbose);
+	agg_log_libbpf();
+}
+
+static int bad_at(const char *s, const char *end, int *col, int err)
+{
+	if (col)
+		*col = (int)(end - s);
+	return err;
+}
+
+int agg_parse_u64(const char *s, uint64_t *out, int *col)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!isdigit((unsigned char)*s))
+		return bad_at(s, s, col, -EINVAL);
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return bad_at(s, s, col, -ERANGE);
+	if (*end)
+		return bad_at(s, end, col, -EINVAL);
+	*out = v;
+	return 0;
+}
+
+int agg_parse_double(const char *s, double *out, int *col)
+{
+	char *end;
+	double v;
+	const char *p = s;
+
+	/* Decimal only: no hex floats, inf or nan from strtod. */
+	if (*p == '-' || *p == '+')
+		p++;
+	if (!isdigit((unsigned char)*p) && !(*p == '.' && isdigit((unsigned char)p[1])))
+		return bad_at(s, p, col, -EINVAL);
+	for (const char *q = p; *q; q++)
+		if (*q == 'x' || *q == 'X' || *q == 'p' || *q == 'P')
+			return bad_at(s, q, col, -EINVAL);
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno == ERANGE || !isfinite(v))
+		return bad_at(s, s, col, -ERANGE);
+	if (*end)
+		return bad_at(s, end, col, -EINVAL);
+	*out = v;
+	return 0;
+}
+
+int agg_parse_size(const char *s, uint64_t *out, int *col)
+{
+	static const struct { const char *sfx; uint64_t mul; } units[] = {
+		{ "", 1 }, { "k", 1000ULL }, { "K", 1000ULL },
+		{ "M", 1000000ULL }, { "G", 1000000000ULL },
+		{ "T", 1000000000000ULL },
+		{ "Ki", 1ULL << 10 }, { "Mi", 1ULL << 20 }, { "Gi", 1ULL << 30 },
+		{ "Ti", 1ULL << 40 },
+	};
+	char *end;
+	unsigned long long v;
+
+	if (!isdigit((unsigned char)*s))
+		return bad_at(s, s, col, -EINVAL);
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return bad_at(s, s, col, -ERANGE);
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].sfx))
+			continue;
+		if (v > UINT64_MAX / units[i].mul)
+			return bad_at(s, s, col, -ERANGE);
+		*out = v * units[i].mul;
+		return 0;
+	}
+	return bad_at(s, end, col, -EINVAL);
+}

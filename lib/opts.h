@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#ifndef AGG_OPTS_H
+#define AGG_OPTS_H
+
+#include <argp.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Options every tool shares: -v (repeatable), -q, -j, -p. */
+struct agg_common_opts {
+	int verbose;		/* -1 with -q */
+	bool json;
+	bool pretty;
+};
+
+/* Options of the tools that work on a loaded job: --job, --node, --pin-dir. */
+struct agg_target_opts {
+	const char *job;	/* NULL: the only job loaded */
+	const char *node;	/* NULL: the node whose address is local */
+	const char *pin_dir;	/* default AGG_PIN_DIR */
+};
+
+extern struct agg_common_opts agg_common;
+extern struct agg_target_opts agg_target;
+extern const struct argp agg_common_argp;
+extern const struct argp agg_target_argp;
+
+/* Set argp's version and bug address and initialise logging after parsing. */
+void agg_opts_setup(const char *prog);
+void agg_opts_done(const char *prog);
+
+/*
+ * Strict number parsing: the whole string must be the number.  Return 0 or
+ * -EINVAL / -ERANGE; *col (if not NULL) gets the 0-based offset of the
+ * first bad character.
+ */
+int agg_parse_u64(const char *s, uint64_t *out, int *col);
+int agg_parse_double(const char *s, double *out, int *col);
+/* Byte counts: 123, 10k, 10M, 1G (powers of 1000), 1Ki, 1Mi, 1Gi (1024). */
+int agg_parse_size(const char *s, uint64_t *out, int *col);
+
+/* Exit status (documented in every man page). */
+enum {
+	AGG_EXIT_OK = 0,
+	AGG_EXIT_PROBLEM = 1,	/* a check found a problem, a wait timed out */
+	AGG_EXIT_USAGE = 2,	/* bad usage or bad input */
+	AGG_EXIT_SYSTEM = 3,	/* system failure */
+};
+
+#endif

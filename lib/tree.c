@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Tree builders: ALEPH (M-WCHA clusters under each PS), RAT (one
+ * aggregator per region per level, rotated across trees) and PS.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree.h"
+
+static unsigned gcd(unsigned a, unsigned b)
+{
+	while (b) {
+		unsigned t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+void agg_tree_weights(const double *share, int n, unsigned *w)
+{
+	double sum = 0, scale;
+	unsigned g = 0, total = 0;
+
+	for (int i = 0; i < n; i++)
+		sum += share[i];
+	/* Milli-units keep decimal bandwidths (12.5 vs 10 -> 5:4) exact. */
+	scale = 1000.0 * n;
+	for (;;) {
+		total = 0;
+		for (int i = 0; i < n; i++) {
+			double x = round(share[i] / sum * scale);
+
+			w[i] = x < 1 ? 1 : (unsigned)x;
+		}
+		g = 0;
+		for (int i = 0; i < n; i++)
+			g = gcd(g, w[i]);
+		for (int i = 0; i < n; i++) {
+			w[i] /= g;
+			total += w[i];
+		}
+		if (total <= AGG_PLAN_MAX_PERIOD || scale < n)
+			break;
+		scale = scale * AGG_PLAN_MAX_PERIOD / total * 0.999;
+	}
+}
+
+/* The parameter servers, in file order (at most AGG_PLAN_MAX_TREES). */
+static int root_list(const struct agg_hosts *h, int *ps)
+{
+	int n = 0;
+
+	for (int i = 0; i < h->n; i++)
+		if (h->host[i].role == AGG_ROLE_PS) {
+			if (n == AGG_PLAN_MAX_TREES)
+				return -E2BIG;
+			ps[n++] = i;
+		}
+	return n;
+}
+
+static int add_trees(struct agg_plan *p, const struct agg_hosts *h,
+		     const int *root, int ntrees)
+{
+	double share[AGG_PLAN_MAX_TREES] = { 0 };
+	unsigned w[AGG_PLAN_MAX_TREES] = { 0 };
+
+	/* A root serving k trees gives each 1/k of its bandwidth share. */
+	for (int t = 0; t < ntrees; t++) {
+		int k = 0;
+
+		for (int u = 0; u < ntrees; u++)
+			k += root[u] == root[t];
+		share[t] = h->host[root[t]].bw / k;
+	}
+	agg_tree_weights(share, ntrees, w);
+	for (int t = 0; t < ntrees; t++) {
+		int err = agg_plan_add_tree(p, root[t], w[t]);
+
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* ---- RAT ------------------------------------------------------------------ */
+
+static const struct agg_hosts *rat_hosts;
+static int rat_level;	/* 0: rack, 1: pod */
+
+static const char *rat_key(int node, char *buf, size_t len)
+{
+	const struct agg_host *x = &rat_hosts->host[node];
+
+	if (rat_level == 0 && x->rack[0])
+		snprintf(buf, len, "%s/%s", x->pod, x->rack);
+	else if (rat_level == 1 && x->pod[0])
+		snprintf(buf, len, "%s", x->pod);
+	else
+		buf[0] = '\0';
+	return buf;
+}
+
+/* By region, then bandwidth (highest first), then file order. */
+static int cmp_rat(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	char kx[2 * AGG_NAME_MAX + 2], ky[2 * AGG_NAME_MAX + 2];
+	int c = strcmp(rat_key(x, kx, sizeof(kx)), rat_key(y, ky, sizeof(ky)));
+	double bx = rat_hosts->host[x].bw, by = rat_hosts->host[y].bw;
+
+	if (c)
+		return c;
+	if (bx != by)
+		return bx > by ? -1 : 1;
+	return x - y;
+}
+
+/*
+ * One level of RAT: items sharing a region send to one aggregator among
+ * them (the t-th strongest, so trees spread the load); items outside any
+ * region of this level pass up unchanged.
+ */
+static int rat_level_build(struct agg_plan *p, int t, int *item, int nitem)
+{
+	char ka[2 * AGG_NAME_MAX + 2], kb[2 * AGG_NAME_MAX + 2];
+	int out = 0;
+
+	qsort(item, nitem, sizeof(int), cmp_rat);
+	for (int s = 0; s < nitem;) {
+		int e = s + 1, agg;
+
+		rat_key(item[s], ka, sizeof(ka));
+		while (e < nitem && !strcmp(rat_key(item[e], kb, sizeof(kb)), ka))
+			e++;
+		if (!ka[0]) {
+			for (int i = s; i < e; i++)
+				item[out++] = item[i];
+			s = e;
+			continue;
+		}
+		agg = item[s + t % (e - s)];
+		for (int i = s; i < e; i++) {
+			int err;
+
+			if (item[i] == agg)
+				continue;
+			err = agg_plan_add_edge(p, t, item[i], agg);
+			if (err)
+				return err;
+		}
+		item[out++] = agg;
+		s = e;
+	}
+	return out;
+}
+
+static int build_rat(struct agg_plan *p, const struct agg_hosts *h, int ntrees,
+		     struct agg_build_info *info)
+{
+	int ps[AGG_PLAN_MAX_TREES] = { 0 }, nps = root_list(h, ps);
+	int root[AGG_PLAN_MAX_TREES] = { 0 };
+	int *item = malloc(h->n * sizeof(int)), has[2] = { 0, 0 }, err = 0;
+
+	if (!item || nps < 0) {
+		free(item);
+		return item ? nps : -ENOMEM;
+	}
+	if (ntrees <= 0)
+		ntrees = nps;
+	if (ntrees > AGG_PLAN_MAX_TREES) {
+		free(item);
+		return -E2BIG;
+	}
+	for (int i = 0; i < h->n; i++) {
+		if (h->host[i].role != AGG_ROLE_WORKER)
+			continue;
+		has[0] |= h->host[i].rack[0] != 0;
+		has[1] |= h->host[i].pod[0] != 0;
+	}
+	info->levels = has[0] + has[1];
+	for (int t = 0; t < ntrees; t++)
+		root[t] = ps[t % nps];
+	err = add_trees(p, h, root, ntrees);
+	rat_hosts = h;
+	for (int t = 0; !err && t < ntrees; t++) {
+		int n = 0;
+
+		for (int i = 0; i < h->n; i++)
+			if (h->host[i].role == AGG_ROLE_WORKER)
+				item[n++] = i;
+		for (rat_level = 0; rat_level < 2 && n >= 0; rat_level++)
+			if (has[rat_level])
+				n = rat_level_build(p, t, item, n);
+		if (n < 0) {
+			err = n;
+			break;
+		}
+		for (int i = 0; !err && i < n; i++)
+			err = agg_plan_add_edge(p, t, item[i], root[t]);
+	}
+	free(item);
+	return err;
+}
+
+/* ---- ALEPH and PS ---------------------------------------------------------- */
+
+static int build_flat(struct agg_plan *p, const struct agg_hosts *h,
+		      const int *agg)
+{
+	int ps[AGG_PLAN_MAX_TREES] = { 0 }, nps = root_list(h, ps), err;
+
+	if (nps < 0)
+		return nps;
+	err = add_trees(p, h, ps, nps);
+	for (int t = 0; !err && t < nps; t++)
+		for (int i = 0; !err && i < h->n; i++)
+			if (h->host[i].role == AGG_ROLE_WORKER)
+				err = agg_plan_add_edge(p, t, i,
+							agg && agg[i] >= 0 ? agg[i] : ps[t]);
+	return err;
+}
+
+int agg_tree_build(struct agg_plan *p, const struct agg_hosts *h, int ntrees,
+		   struct agg_build_info *info)
+{
+	int err;
+
+	memset(info, 0, sizeof(*info));
+	if (p->bw_demand <= 0)
+		p->bw_demand = agg_cluster_min_bw(h);
+	err = agg_plan_set_nodes(p, h);
+	if (err)
+		return err;
+	switch (p->scheme) {
+	case AGG_SCHEME_ALEPH: {
+		struct agg_cluster_opts o = {
+			.bw_demand = p->bw_demand, .cpu_demand = p->cpu_demand,
+			.seed = p->seed,
+		};
+		int *agg = malloc(h->n * sizeof(int));
+
+		if (!agg)
+			return -ENOMEM;
+		err = agg_cluster_mwcha(h, &o, agg, &info->cluster);
+		if (!err)
+			err = build_flat(p, h, agg);
+		free(agg);
+		break;
+	}
+	case AGG_SCHEME_RAT:
+		err = build_rat(p, h, ntrees, info);
+		break;
+	case AGG_SCHEME_PS:
+		err = build_flat(p, h, NULL);
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (!err)
+		err = agg_plan_finish(p);
+	return err;
+}

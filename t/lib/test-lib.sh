@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# Shell test library for agg, after git's t/test-lib.sh.
+#
+#   test_description='what this file tests'
+#   . "$(dirname "$0")/lib/test-lib.sh"
+#   test_expect_success [PREREQ,...] 'title' 'commands'
+#   test_done
+#
+# Each test file runs in its own trash directory (removed on success,
+# kept with --debug or AGG_TEST_KEEP=1).  The tools from $AGG_BUILD
+# (default ./build) come first on PATH.
+
+TEST_DIRECTORY=$(cd "$(dirname "$0")" && pwd)
+AGG_SRC=$(cd "$TEST_DIRECTORY/.." && pwd)
+AGG_BUILD=${AGG_BUILD:-$AGG_SRC/build}
+PATH=$AGG_BUILD:$PATH
+export PATH AGG_BUILD AGG_SRC TEST_DIRECTORY
+LC_ALL=C
+export LC_ALL
+
+test_count=0
+test_failures=0
+test_skipped=0
+test_cleanup=:
+test_name=$(basename "$0" .t)
+test_verbose=${AGG_TEST_VERBOSE:-}
+
+for arg; do
+	case $arg in
+	-v|--verbose) test_verbose=1 ;;
+	-d|--debug) AGG_TEST_KEEP=1 ;;
+	esac
+done
+
+TRASH_DIRECTORY=${AGG_TEST_TMP:-${TMPDIR:-/tmp}}/agg-trash.$test_name.$$
+rm -rf "$TRASH_DIRECTORY"
+mkdir -p "$TRASH_DIRECTORY" || { echo "Bail out! cannot make $TRASH_DIRECTORY"; exit 1; }
+cd "$TRASH_DIRECTORY" || exit 1
+
+# Exit hooks registered by test helpers (vcluster teardown and the like).
+test_atexit_cmds=
+test_atexit() {
+	test_atexit_cmds="$*
+$test_atexit_cmds"
+}
+test_run_atexit_() {
+	eval "$test_atexit_cmds" >/dev/null 2>&1
+	test_atexit_cmds=
+}
+trap 'test_run_atexit_' EXIT
+trap 'test_run_atexit_; exit 130' INT TERM HUP
+
+say() { echo "# $*"; }
+
+skip_all() {
+	echo "1..0 # SKIP $*"
+	test_run_atexit_
+	cd / && rm -rf "$TRASH_DIRECTORY"
+	exit 0
+}
+
+# ---- prerequisites (lazy: evaluated on first use) -------------------------
+test_lazy_prereq_ROOT='test "$(id -u)" = 0'
+test_lazy_prereq_BPFFS='test_have_prereq ROOT &&
+	{ mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf; } 2>/dev/null'
+test_lazy_prereq_BPF='test_have_prereq BPFFS && command -v bpftool >/dev/null &&
+	bpftool prog show >/dev/null 2>&1'
+test_lazy_prereq_NETNS='test_have_prereq ROOT && command -v ip >/dev/null &&
+	ip netns add agg-probe-$$ 2>/dev/null && ip netns del agg-probe-$$'
+test_lazy_prereq_JQ='command -v jq >/dev/null'
+test_lazy_prereq_MAN='command -v man >/dev/null'
+
+test_have_prereq() {
+	for p in $(echo "$1" | tr , ' '); do
+		case $p in !*) neg=1; p=${p#!} ;; *) neg= ;; esac
+		eval "cached=\${test_prereq_cache_$p-}"
+		if [ -z "$cached" ]; then
+			eval "code=\${test_lazy_prereq_$p-}"
+			if [ -z "$code" ]; then
+				echo "Bail out! unknown prerequisite $p"; exit 1
+			fi
+			if (eval "$code") >/dev/null 2>&1; then cached=yes; else cached=no; fi
+			eval "test_prereq_cache_$p=$cached"
+		fi
+		if [ -n "$neg" ]; then
+			[ "$cached" = no ] || return 1
+		else
+			[ "$cached" = yes ] || return 1
+		fi
+	done
+	return 0
+}
+
+# Skip the whole file unless PREREQ holds.
+test_require() {
+	test_have_prereq "$1" || skip_all "missing $1${2:+ ($2)}"
+}
+
+# ---- running tests -------------------------------------------------------
+test_when_finished() {
+	test_cleanup="{ $*
+} && (exit \"\$eval_ret\"); eval_ret=\$?; $test_cleanup"
+}
+
+test_run_() {
+	test_cleanup=:
+	if [ -n "$test_verbose" ]; then
+		eval "$1"
+	else
+		eval "$1" >"$TRASH_DIRECTORY/.out" 2>&1
+	fi
+	eval_ret=$?
+	eval "$test_cleanup"
+	return $eval_ret
+}
+
+test_expect_success() {
+	prereq=
+	if [ $# = 3 ]; then prereq=$1; shift; fi
+	test_count=$((test_count + 1))
+	if [ -n "$prereq" ] && ! test_have_prereq "$prereq"; then
+		test_skipped=$((test_skipped + 1))
+		echo "ok $test_count # skip $1 (missing $prereq)"
+		return 0
+	fi
+	if (set -e; test_run_ "$2") ; then
+		echo "ok $test_count - $1"
+	else
+		test_failures=$((test_failures + 1))
+		echo "not ok $test_count - $1"
+		echo "$2" | sed 's/^/#	/'
+		if [ -z "$test_verbose" ] && [ -s "$TRASH_DIRECTORY/.out" ]; then
+			echo "# output:"
+			tail -n 40 "$TRASH_DIRECTORY/.out" | sed 's/^/#	/'
+		fi
+	fi
+}
+
+# test_must_fail CMD: CMD must exit non-zero and not by a signal.
+test_must_fail() {
+	"$@"
+	code=$?
+	if [ $code = 0 ]; then
+		echo >&2 "test_must_fail: command succeeded: $*"; return 1
+	elif [ $code -gt 128 ] && [ $code -le 192 ]; then
+		echo >&2 "test_must_fail: died by signal $((code - 128)): $*"; return 1
+	fi
+	return 0
+}
+
+# test_expect_code N CMD: CMD must exit exactly N.
+test_expect_code() {
+	want=$1; shift
+	"$@"
+	code=$?
+	if [ $code != "$want" ]; then
+		echo >&2 "test_expect_code: want exit $want, got $code: $*"
+		return 1
+	fi
+	return 0
+}
+
+test_cmp() {
+	diff -u "$1" "$2"
+}
+
+# test_grep PATTERN FILE (with a helpful failure message)
+test_grep() {
+	if ! grep -q -E -- "$1" "$2"; then
+		echo >&2 "test_grep: no '$1' in $2:"; cat >&2 "$2"; return 1
+	fi
+}
+
+test_done() {
+	echo "1..$test_count"
+	test_run_atexit_
+	cd /
+	if [ $test_failures = 0 ] && [ -z "${AGG_TEST_KEEP:-}" ]; then
+		rm -rf "$TRASH_DIRECTORY"
+	elif [ $test_failures != 0 ]; then
+		echo "# $test_failures of $test_count failed; trash kept in $TRASH_DIRECTORY"
+	fi
+	[ $test_failures = 0 ]
+	exit $?
+}
