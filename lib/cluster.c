@@ -5,9 +5,12 @@
  *  - N(w) - clustered counts the other unclustered neighbours, so a lone
  *    worker has capacity 0 (Eq. 2 counting w itself would give it 1), and
  *    a worker that can aggregate nobody is never a candidate (g^ = 0);
+ *  - drawn candidates take their members in turn, strongest first (line 18
+ *    leaves the order open); a candidate taken as a member before its turn
+ *    stays a member;
  *  - the Bernoulli(alpha) draw of members is conditioned on filling the
  *    capacity g-bar: members are taken weakest first (workers that could
- *    not aggregate), uniformly at random within a capacity, never more
+ *    not aggregate first), uniformly at random among equals, never more
  *    than g-bar;
  *  - a round in which no candidate is drawn selects the candidate with the
  *    smallest median beta instead of stopping, and an aggregator left with
@@ -120,12 +123,15 @@ static int cmp_pref(const void *a, const void *b)
 	return sort_mw->key[x] < sort_mw->key[y] ? -1 : sort_mw->key[x] > sort_mw->key[y];
 }
 
+/* Candidates strongest first: they fill before weaker ones of a tier. */
 static int cmp_ca(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
 
-	if (sort_mw->ghat[x] != sort_mw->ghat[y])
-		return sort_mw->ghat[y] - sort_mw->ghat[x];
+	if (sort_mw->gbar[x] != sort_mw->gbar[y])
+		return sort_mw->gbar[y] - sort_mw->gbar[x];
+	if (sort_mw->g[x] != sort_mw->g[y])
+		return sort_mw->g[y] - sort_mw->g[x];
 	return sort_mw->key[x] < sort_mw->key[y] ? -1 : sort_mw->key[x] > sort_mw->key[y];
 }
 
@@ -288,9 +294,11 @@ static double median_beta(struct mw *m, int w)
 	return k % 2 ? m->scratch[k / 2] : (m->scratch[k / 2 - 1] + m->scratch[k / 2]) / 2;
 }
 
+/* Anyone unclustered may be a member, even a candidate not yet drawn
+ * (Alg. 1 lines 18-23 run one candidate after the other). */
 static int eligible(struct mw *m, int u)
 {
-	return !m->clustered[u] && !m->sel[u];
+	return !m->clustered[u];
 }
 
 /* Give aggregator w up to gbar members, weakest first. */
@@ -451,13 +459,11 @@ int agg_cluster_mwcha(const struct agg_hosts *h, const struct agg_cluster_opts *
 			      cmp_pref);
 			m.prefoff[k + 1] = off;
 		}
+		/* Strongest first, so weaker ones of a tier fill last. */
 		for (int k = 0; k < nca; k++) {
 			int w = m.order[k];
 
-			if (!m.sel[w])
-				continue;
-			m.sel[w] = 0;	/* now it is no longer held back */
-			if (take_members(&m, w, agg) > 0)
+			if (m.sel[w] && !m.clustered[w] && take_members(&m, w, agg) > 0)
 				m.clustered[w] = 1;
 		}
 	}

@@ -23,31 +23,41 @@ static unsigned gcd(unsigned a, unsigned b)
 
 void agg_tree_weights(const double *share, int n, unsigned *w)
 {
-	double sum = 0, scale;
-	unsigned g = 0, total = 0;
+	double min = share[0], sum = 0;
+	unsigned g = 0;
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		min = share[i] < min ? share[i] : min;
 		sum += share[i];
-	/* Milli-units keep decimal bandwidths (12.5 vs 10 -> 5:4) exact. */
-	scale = 1000.0 * n;
-	for (;;) {
-		total = 0;
-		for (int i = 0; i < n; i++) {
-			double x = round(share[i] / sum * scale);
-
-			w[i] = x < 1 ? 1 : (unsigned)x;
-		}
-		g = 0;
-		for (int i = 0; i < n; i++)
-			g = gcd(g, w[i]);
-		for (int i = 0; i < n; i++) {
-			w[i] /= g;
-			total += w[i];
-		}
-		if (total <= AGG_PLAN_MAX_PERIOD || scale < n)
-			break;
-		scale = scale * AGG_PLAN_MAX_PERIOD / total * 0.999;
 	}
+	/* Exact small ratios first (40:10 -> 4:1, 12.5:10 -> 5:4). */
+	for (unsigned s = 1; s <= AGG_PLAN_MAX_PERIOD; s++) {
+		double total = 0;
+		int exact = 1;
+
+		for (int i = 0; i < n && exact; i++) {
+			double x = share[i] / min * s;
+
+			exact = fabs(x - round(x)) < 1e-6;
+			total += round(x);
+		}
+		if (!exact)
+			continue;
+		if (total > AGG_PLAN_MAX_PERIOD)
+			break;
+		for (int i = 0; i < n; i++)
+			w[i] = (unsigned)round(share[i] / min * s);
+		return;
+	}
+	/* Otherwise the nearest proportions within the period. */
+	for (int i = 0; i < n; i++) {
+		double x = floor(share[i] / sum * (AGG_PLAN_MAX_PERIOD - n));
+
+		w[i] = x < 1 ? 1 : (unsigned)x;
+		g = gcd(g, w[i]);
+	}
+	for (int i = 0; i < n; i++)
+		w[i] /= g;
 }
 
 /* The parameter servers, in file order (at most AGG_PLAN_MAX_TREES). */
