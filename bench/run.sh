@@ -1,0 +1,14 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+# make bench: every benchmark, each reporting against a baseline measured
+# in the same run (these machines have 2 shared cores and are noisy).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+rc=0
+for b in "$here"/plan.sh "$here"/hot.sh; do
+	[ -f "$b" ] || continue
+	echo "== $(basename "$b" .sh)"
+	sh "$b" || rc=1
+	echo
+done
+exit $rc
