@@ -51,7 +51,10 @@ MAN_PAGES  := $(sort $(wildcard man/*.[1-8]))
 COMPLETIONS := $(sort $(wildcard completions/*.bash))
 FUZZ_SRC   := $(sort $(wildcard t/fuzz/*.c))
 
-all: $(TOOLS) $(BPF_OBJ) $(TEST_BIN)
+all: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS) $(TEST_BIN)
+
+# Skeletons are generated headers, not intermediate files to delete.
+.SECONDARY: $(BPF_OBJ) $(BPF_SKEL)
 
 build build/lib build/t build/fuzz:
 	$(Q)mkdir -p $@
@@ -92,7 +95,8 @@ build/t/%: t/unit/%.c build/libagg.a | build/t
 # installed (apt-get needs root; without it we say what to install).
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libpcap-dev libnuma-dev pkg-config iproute2 perl man-db \
-            bash-completion jq libclang-rt-14-dev procps util-linux
+            bash-completion jq libclang-rt-14-dev procps util-linux \
+            iputils-ping netcat-openbsd
 
 deps:
 	$(Q)missing=$$(for p in $(DEB_PKGS); do \

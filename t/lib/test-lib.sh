@@ -97,17 +97,24 @@ test_require() {
 }
 
 # ---- running tests -------------------------------------------------------
+# A test body runs in this shell (so helpers like vcluster_up keep their
+# state for later tests): chain its commands with && and leave loops with
+# "return 1", never "exit".
 test_when_finished() {
 	test_cleanup="{ $*
 } && (exit \"\$eval_ret\"); eval_ret=\$?; $test_cleanup"
 }
 
+test_eval_inner_() {
+	eval "$1"	# a "return" in the body returns from here
+}
+
 test_run_() {
 	test_cleanup=:
 	if [ -n "$test_verbose" ]; then
-		eval "$1"
+		test_eval_inner_ "$1"
 	else
-		eval "$1" >"$TRASH_DIRECTORY/.out" 2>&1
+		test_eval_inner_ "$1" >"$TRASH_DIRECTORY/.out" 2>&1
 	fi
 	eval_ret=$?
 	eval "$test_cleanup"
@@ -123,7 +130,7 @@ test_expect_success() {
 		echo "ok $test_count # skip $1 (missing $prereq)"
 		return 0
 	fi
-	if (set -e; test_run_ "$2") ; then
+	if test_run_ "$2"; then
 		echo "ok $test_count - $1"
 	else
 		test_failures=$((test_failures + 1))

@@ -1,0 +1,86 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+test_description='the virtual cluster: namespaces, bridge, XDP on the ports'
+. "$(dirname "$0")/lib/test-lib.sh"
+. "$TEST_DIRECTORY/lib/vcluster.sh"
+
+test_require ROOT,NETNS "network namespaces need root"
+command -v ping >/dev/null || skip_all "no ping (make deps installs iputils-ping)"
+
+cat >hosts.txt <<'EOF_HOSTS'
+# four hosts
+ps0 10.90.0.100 bw=40 role=ps
+w0  10.90.0.1   bw=10 rack=r1   # comment
+w1  10.90.0.2   bw=10
+w2  10.90.0.3   bw=10
+link w0 w1
+EOF_HOSTS
+prefix=aggt$$-
+
+test_expect_success 'vcluster_up builds one namespace per host and a bridge' '
+	vcluster_up hosts.txt $prefix &&
+	ip netns list >ns &&
+	for h in ps0 w0 w1 w2; do grep "^$prefix$h\\b" ns || return 1; done &&
+	grep "^${prefix}br\\b" ns &&
+	test "$(vcluster_hosts | wc -l)" = 4
+'
+
+test_expect_success 'every host reaches every other' '
+	for a in $(vcluster_hosts); do
+		for addr in 10.90.0.100 10.90.0.1 10.90.0.2 10.90.0.3; do
+			vcluster_run $a ping -c 1 -W 2 -q $addr >/dev/null ||
+				{ echo "$a cannot reach $addr"; return 1; }
+		done
+	done
+'
+
+test_expect_success 'TCP works between two hosts' '
+	head -c 200000 /dev/urandom >payload &&
+	( vcluster_run w1 timeout 10 nc -l -p 7777 >received & ) &&
+	sleep 0.3 &&
+	vcluster_run w0 timeout 10 nc -N 10.90.0.2 7777 <payload &&
+	sleep 0.3 &&
+	cmp payload received
+'
+
+test_expect_success 'every bridge port runs XDP' '
+	for h in $(vcluster_hosts); do
+		ip -n "$(vcluster_brns)" -d link show dev "$(vcluster_port $h)" >link &&
+		grep -q "prog/xdp" link || { cat link; return 1; }
+	done
+'
+
+test_expect_success BPFFS 'a host sees the pins of /sys/fs/bpf' '
+	pin=/sys/fs/bpf/aggt-$$ &&
+	test_when_finished "rm -f $pin" &&
+	bpftool map create $pin type array key 4 value 4 entries 1 name aggt &&
+	vcluster_run w0 test -e $pin
+'
+
+test_expect_success 'hosts are isolated from the root namespace' '
+	! ip addr show | grep -q "10\.90\.0\.1/"
+'
+
+test_expect_success 'vcluster_down removes every namespace it made' '
+	vcluster_down &&
+	! ip netns list | grep "^$prefix"
+'
+
+test_expect_success 'a killed test leaves nothing behind' '
+	cat >inner.t <<-EOF_INNER &&
+	#!/bin/sh
+	. "\$TEST_DIRECTORY/lib/test-lib.sh"
+	. "\$TEST_DIRECTORY/lib/vcluster.sh"
+	vcluster_up "$PWD/hosts.txt" aggk$$-
+	echo up
+	sleep 30
+	EOF_INNER
+	sh inner.t >out 2>&1 &
+	pid=$! &&
+	n=0 && until grep -q "^up" out || test $n -gt 100; do sleep 0.1; n=$((n+1)); done &&
+	ip netns list | grep -q "^aggk$$-" &&
+	kill -TERM $pid && wait $pid;
+	! ip netns list | grep "^aggk$$-"
+'
+
+test_done

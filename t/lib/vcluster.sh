@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# A virtual cluster: one network namespace per host of a hosts file, each
+# with eth0 on a veth pair whose other end is a port of bridge br0 in a
+# namespace of its own.  Only the hosts file's addresses are used, inside
+# namespaces made here; the root namespace is never touched.
+#
+#   vcluster_up HOSTSFILE [PREFIX]   make it (PREFIX: namespace name prefix)
+#   vcluster_run NAME CMD...         run CMD "on" host NAME (nsenter, so
+#                                    /sys/fs/bpf pins stay visible)
+#   vcluster_ns NAME                 the namespace of host NAME
+#   vcluster_port NAME               NAME's bridge-side port (in vcluster_brns)
+#   vcluster_brns                    the bridge's namespace
+#   vcluster_hosts                   the host names, one per line
+#   vcluster_down                    remove everything vcluster_up made
+#
+# VCLUSTER_MTU (default 1500) sets the MTU of every link.  Every bridge
+# port runs an XDP_PASS program ($AGG_BUILD/pass.bpf.o), native mode where
+# the kernel allows it: veth delivers XDP_TX frames only to a peer that
+# runs XDP.
+
+VCLUSTER_PREFIX=
+VCLUSTER_NAMES=
+VCLUSTER_XDP_MODE=
+
+vcluster_var_() {
+	printf 'VCLUSTER_PORT_%s' "$(printf %s "$1" | tr -c 'A-Za-z0-9_\n' _)"
+}
+
+vcluster_brns() { echo "${VCLUSTER_PREFIX}br"; }
+vcluster_ns() { echo "${VCLUSTER_PREFIX}$1"; }
+vcluster_hosts() { for n in $VCLUSTER_NAMES; do echo "$n"; done; }
+vcluster_port() { eval "echo \${$(vcluster_var_ "$1")}"; }
+
+vcluster_run() {
+	vc_ns=$(vcluster_ns "$1"); shift
+	nsenter --net="/var/run/netns/$vc_ns" -- "$@"
+}
+
+vcluster_down() {
+	[ -n "$VCLUSTER_PREFIX" ] || return 0
+	for vc_n in $VCLUSTER_NAMES; do
+		ip netns del "$(vcluster_ns "$vc_n")" 2>/dev/null
+	done
+	ip netns del "$(vcluster_brns)" 2>/dev/null
+	VCLUSTER_NAMES=
+	VCLUSTER_PREFIX=
+	return 0
+}
+
+vcluster_fail_() {
+	echo "vcluster: $*" >&2
+	vcluster_down
+	return 1
+}
+
+vcluster_up() {
+	vc_hosts=$1
+	VCLUSTER_PREFIX=${2:-agg$$-}
+	vc_mtu=${VCLUSTER_MTU:-1500}
+	vc_obj=${AGG_BUILD:-build}/pass.bpf.o
+	vc_br=$(vcluster_brns)
+
+	[ -r "$vc_hosts" ] || { echo "vcluster: cannot read $vc_hosts" >&2; return 1; }
+	[ -r "$vc_obj" ] || { echo "vcluster: no $vc_obj (run make)" >&2; return 1; }
+	command -v test_atexit >/dev/null 2>&1 && test_atexit vcluster_down
+	ip netns add "$vc_br" || vcluster_fail_ "cannot create namespace $vc_br" || return 1
+	ip -n "$vc_br" link set lo up
+	ip -n "$vc_br" link add br0 mtu "$vc_mtu" type bridge || vcluster_fail_ "no bridge" || return 1
+	ip -n "$vc_br" link set br0 up
+	vc_i=0
+	# name and address of each host line; "link" lines and comments skipped
+	for vc_ent in $(awk '{ sub(/(^|[ \t])#.*/, "") } NF >= 2 && $1 != "link" { print $1 "," $2 }' "$vc_hosts"); do
+		vc_name=${vc_ent%,*}
+		vc_addr=${vc_ent#*,}
+		vc_ns=$(vcluster_ns "$vc_name")
+		vc_port=p$vc_i
+		ip netns add "$vc_ns" || vcluster_fail_ "cannot create namespace $vc_ns" || return 1
+		VCLUSTER_NAMES="$VCLUSTER_NAMES $vc_name"
+		eval "$(vcluster_var_ "$vc_name")=$vc_port"
+		ip -n "$vc_ns" link set lo up
+		ip link add eth0 mtu "$vc_mtu" netns "$vc_ns" type veth \
+			peer name "$vc_port" mtu "$vc_mtu" netns "$vc_br" ||
+			vcluster_fail_ "cannot create veth for $vc_name" || return 1
+		ip -n "$vc_br" link set "$vc_port" master br0 up
+		ip -n "$vc_ns" addr add "$vc_addr/16" dev eth0 ||
+			vcluster_fail_ "bad address $vc_addr for $vc_name" || return 1
+		ip -n "$vc_ns" link set eth0 up
+		if ip -n "$vc_br" link set dev "$vc_port" xdpdrv obj "$vc_obj" sec xdp 2>/dev/null; then
+			VCLUSTER_XDP_MODE=native
+		elif ip -n "$vc_br" link set dev "$vc_port" xdpgeneric obj "$vc_obj" sec xdp; then
+			VCLUSTER_XDP_MODE=generic
+			echo "# vcluster: native XDP failed on $vc_port, using generic mode"
+		else
+			vcluster_fail_ "cannot attach XDP to $vc_port" || return 1
+		fi
+		vc_i=$((vc_i + 1))
+	done
+	[ $vc_i -gt 0 ] || vcluster_fail_ "no hosts in $vc_hosts" || return 1
+	# Duplicate address detection is IPv6-only; IPv4 is up at once.  Wait
+	# for the carrier of every port so the first packet is not lost.
+	for vc_n in $VCLUSTER_NAMES; do
+		vc_t=0
+		until vcluster_run "$vc_n" cat /sys/class/net/eth0/operstate 2>/dev/null | grep -q up; do
+			vc_t=$((vc_t + 1))
+			[ $vc_t -lt 50 ] || vcluster_fail_ "eth0 of $vc_n never came up" || return 1
+			sleep 0.1
+		done
+	done
+	return 0
+}
