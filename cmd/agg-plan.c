@@ -35,8 +35,6 @@ static const char doc[] =
 "standard input when HOSTS is absent or '-').  The plan goes to standard\n"
 "output, for agg-load(1).\n"
 "\n"
-"USAGE: agg-plan [OPTION...] [HOSTS]\n"
-"\n"
 "EXAMPLES:\n"
 "  agg-plan hosts.txt > plan.txt          # ALEPH clustering, seed 1\n"
 "  agg-plan -s rat --trees 4 hosts.txt    # RAT, four trees\n"
@@ -204,11 +202,16 @@ static void print_plan_json(const struct agg_plan *p)
 		agg_print_uint("id", NULL, t);
 		agg_print_str("root", NULL, p->node[p->tree[t].root].name);
 		agg_print_uint("weight", NULL, p->tree[t].weight);
+		int order[p->tree[t].nedges + 1];
+		int n = agg_plan_edge_order(p, t, order);
+
 		agg_print_arr_open("edges");
-		for (int e = 0; e < p->tree[t].nedges; e++) {
+		for (int k = 0; k < n; k++) {
+			const struct agg_plan_edge *e = &p->tree[t].edge[order[k]];
+
 			agg_print_obj_open(NULL);
-			agg_print_str("child", NULL, p->node[p->tree[t].edge[e].child].name);
-			agg_print_str("parent", NULL, p->node[p->tree[t].edge[e].parent].name);
+			agg_print_str("child", NULL, p->node[e->child].name);
+			agg_print_str("parent", NULL, p->node[e->parent].name);
 			agg_print_obj_close();
 		}
 		agg_print_arr_close();

@@ -185,14 +185,19 @@ uint64_t agg_plan_default_token(const struct agg_plan *p)
 
 /* ---- writing ----------------------------------------------------------- */
 
-static void write_tree_edges(const struct agg_plan *p, int t, FILE *f,
-			     char *done, int *queue)
+int agg_plan_edge_order(const struct agg_plan *p, int t, int *order)
 {
 	const struct agg_plan_tree *tr = &p->tree[t];
-	int head = 0, tail = 0;
+	char *done = calloc(tr->nedges + 1, 1);
+	int *queue = malloc((p->nnodes + 1) * sizeof(int));
+	int head = 0, tail = 0, n = 0;
 
-	/* Breadth first from the root, children in node order. */
-	memset(done, 0, tr->nedges);
+	if (!done || !queue) {
+		free(done);
+		free(queue);
+		return -ENOMEM;
+	}
+	/* Breadth first from the root, children in node order... */
 	queue[tail++] = tr->root;
 	while (head < tail) {
 		int u = queue[head++];
@@ -201,26 +206,24 @@ static void write_tree_edges(const struct agg_plan *p, int t, FILE *f,
 			if (done[e] || tr->edge[e].parent != u)
 				continue;
 			done[e] = 1;
-			fprintf(f, "edge %d %s %s\n", t,
-				p->node[tr->edge[e].child].name, p->node[u].name);
+			order[n++] = e;
 			if (tail < p->nnodes + 1)
 				queue[tail++] = tr->edge[e].child;
 		}
 	}
-	/* Edges not reachable from the root (a broken plan): as stored. */
+	/* ...then edges not reachable from the root (a broken plan), as stored. */
 	for (int e = 0; e < tr->nedges; e++)
 		if (!done[e])
-			fprintf(f, "edge %d %s %s\n", t,
-				p->node[tr->edge[e].child].name,
-				p->node[tr->edge[e].parent].name);
+			order[n++] = e;
+	free(done);
+	free(queue);
+	return n;
 }
 
 int agg_plan_write(const struct agg_plan *p, FILE *f)
 {
 	char addr[INET_ADDRSTRLEN];
-	int maxe = 0;
-	char *done;
-	int *queue;
+	int maxe = 0, *order;
 
 	fprintf(f, "plan v%d job=%u port=%u scheme=%s seed=%" PRIu64
 		" segment=%u size=%" PRIu64 " slots=%u token=0x%016" PRIx64
@@ -237,20 +240,25 @@ int agg_plan_write(const struct agg_plan *p, FILE *f)
 	for (int t = 0; t < p->ntrees; t++)
 		if (p->tree[t].nedges > maxe)
 			maxe = p->tree[t].nedges;
-	done = malloc(maxe + 1);
-	queue = malloc((p->nnodes + 1) * sizeof(int));
-	if (!done || !queue) {
-		free(done);
-		free(queue);
+	order = malloc((maxe + 1) * sizeof(int));
+	if (!order)
 		return -ENOMEM;
-	}
 	for (int t = 0; t < p->ntrees; t++) {
-		fprintf(f, "tree %d root=%s weight=%u\n", t,
-			p->node[p->tree[t].root].name, p->tree[t].weight);
-		write_tree_edges(p, t, f, done, queue);
+		const struct agg_plan_tree *tr = &p->tree[t];
+		int n = agg_plan_edge_order(p, t, order);
+
+		if (n < 0) {
+			free(order);
+			return n;
+		}
+		fprintf(f, "tree %d root=%s weight=%u\n", t, p->node[tr->root].name,
+			tr->weight);
+		for (int k = 0; k < n; k++)
+			fprintf(f, "edge %d %s %s\n", t,
+				p->node[tr->edge[order[k]].child].name,
+				p->node[tr->edge[order[k]].parent].name);
 	}
-	free(done);
-	free(queue);
+	free(order);
 	return ferror(f) ? -EIO : 0;
 }
 

@@ -88,6 +88,12 @@ uint64_t agg_plan_nsegments(const struct agg_plan *p);
 /* The tree's depth of node (edges to the root), or -1 if not in the tree. */
 int agg_plan_depth(const struct agg_plan *p, int tree, int node);
 
+/*
+ * The canonical order of tree t's edges (breadth first from the root,
+ * children in node order, unreachable edges last): fills order[] with
+ * edge indices, returns their number or -ENOMEM.
+ */
+int agg_plan_edge_order(const struct agg_plan *p, int t, int *order);
 int agg_plan_write(const struct agg_plan *p, FILE *f);
 int agg_plan_read(struct agg_plan *p, FILE *f, const char *fname,
 		  struct agg_diag *d);
