@@ -75,7 +75,7 @@ static const struct argp_option options[] = {
 	{ "tau", OPT_TAU, "X", 0,
 	  "With --online: how far a table must move to be printed (default 0.1)", 1 },
 	{ "sketch", OPT_SKETCH, "COUNTERS", OPTION_ARG_OPTIONAL,
-	  "Space-Saving in bounded memory (default 1048576 counters, 24 MiB)", 1 },
+	  "Space-Saving in bounded memory (default 1048576 counters, 32 MiB)", 1 },
 	{ "coverage", OPT_COVERAGE, "P", 0,
 	  "Principle 1: share of the updates the hot set should cover (default 0.5)", 1 },
 	{ "budget", OPT_BUDGET, "BYTES", 0,
