@@ -587,14 +587,10 @@ static int run_gen(void)
 
 int main(int argc, char **argv)
 {
-	static const struct argp_child children[] = {
-		{ &agg_common_argp, 0, "Output:", 0 },
-		{ 0 }
-	};
 	static const struct argp argp = {
 		.options = options, .parser = parse_opt,
 		.args_doc = "[LOG]\npack TABLE [LOG]\ncompare A B\ngen",
-		.doc = doc, .children = children,
+		.doc = doc, .children = agg_common_children,
 	};
 	struct rusage ru;
 	int rc = 0;
@@ -612,9 +608,5 @@ int main(int argc, char **argv)
 	}
 	if (!getrusage(RUSAGE_SELF, &ru))
 		agg_info("peak memory %ld KiB", ru.ru_maxrss);
-	if (agg_print_end()) {
-		agg_err("cannot write standard output: %s", strerror(errno));
-		return AGG_EXIT_SYSTEM;
-	}
-	return rc;
+	return agg_opts_exit(rc);
 }

@@ -298,13 +298,9 @@ static int run_eval(const struct agg_hosts *h)
 
 int main(int argc, char **argv)
 {
-	static const struct argp_child children[] = {
-		{ &agg_common_argp, 0, "Output:", 0 },
-		{ 0 }
-	};
 	static const struct argp argp = {
 		.options = options, .parser = parse_opt, .args_doc = "[HOSTS]",
-		.doc = doc, .children = children,
+		.doc = doc, .children = agg_common_children,
 	};
 	struct agg_hosts hosts;
 	struct agg_build_info info;
@@ -370,9 +366,5 @@ int main(int argc, char **argv)
 out:
 	agg_plan_free(&env.plan);
 	agg_hosts_free(&hosts);
-	if (agg_print_end()) {
-		agg_err("cannot write standard output: %s", strerror(errno));
-		return AGG_EXIT_SYSTEM;
-	}
-	return rc;
+	return agg_opts_exit(rc);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "log.h"
 #include "opts.h"
 
@@ -86,6 +87,20 @@ const struct argp agg_target_argp = {
 	.options = target_options,
 	.parser = target_parse,
 };
+
+const struct argp_child agg_common_children[] = {
+	{ &agg_common_argp, 0, "Output:", 0 },
+	{ 0 }
+};
+
+int agg_opts_exit(int rc)
+{
+	if (agg_print_end()) {
+		agg_err("cannot write standard output: %s", strerror(errno));
+		return AGG_EXIT_SYSTEM;
+	}
+	return rc;
+}
 
 void agg_opts_setup(const char *prog)
 {

@@ -25,6 +25,12 @@ extern struct agg_target_opts agg_target;
 extern const struct argp agg_common_argp;
 extern const struct argp agg_target_argp;
 
+/* The children of a tool that takes only the common options. */
+extern const struct argp_child agg_common_children[];
+
+/* Close standard output (the JSON writer too): rc, or 3 if it failed. */
+int agg_opts_exit(int rc);
+
 /* Set argp's version and bug address and initialise logging after parsing. */
 void agg_opts_setup(const char *prog);
 void agg_opts_done(const char *prog);
