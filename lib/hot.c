@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hot.h"
+#include "opts.h"
 #include "text.h"
 
 /* ---- update logs -------------------------------------------------------- */
@@ -509,44 +510,45 @@ static int table_header(struct agg_hot_table *t, const struct agg_text_line *ln,
 	t->stripes = 1;
 	for (int i = 2; i < ln->ntok; i++) {
 		const char *kv = ln->tok[i].s, *v = strchr(kv, '=');
-		char *end;
-		double x;
+		size_t klen = v ? (size_t)(v - kv) : 0;
+		uint64_t u = 0;
+		double x = 0;
+		int bad;
 
 		if (!v)
 			goto bad;
 		v++;
-		errno = 0;
-		x = strtod(v, &end);
-		if (*end || errno || x < 0 || end == v)
+#define KEY(k) (klen == strlen(k) && !strncmp(kv, k, klen))
+		if (KEY("coverage") || KEY("achieved"))
+			bad = agg_parse_double(v, &x, NULL) || x < 0 || x > 1;
+		else
+			bad = agg_parse_u64(v, &u, NULL);
+		if (bad)
 			goto bad;
-		if (!strncmp(kv, "k=", 2))
-			t->k = x;
-		else if (!strncmp(kv, "coverage=", 9))
+		if (KEY("k"))
+			t->k = u;
+		else if (KEY("coverage"))
 			t->coverage = x;
-		else if (!strncmp(kv, "achieved=", 9))
+		else if (KEY("achieved"))
 			t->achieved = x;
-		else if (!strncmp(kv, "budget=", 7))
-			t->budget = x;
-		else if (!strncmp(kv, "stripes=", 8) && x >= 1 && x <= 1 << 20)
-			t->stripes = x;
-		else if (!strncmp(kv, "updates=", 8))
-			t->updates = x;
-		else if (!strncmp(kv, "iter=", 5))
-			t->iter = x;
+		else if (KEY("budget"))
+			t->budget = u;
+		else if (KEY("stripes") && u >= 1 && u <= 1 << 20)
+			t->stripes = u;
+		else if (KEY("updates"))
+			t->updates = u;
+		else if (KEY("iter"))
+			t->iter = u;
 		else
 			goto bad;
+#undef KEY
 		continue;
 bad:
 		agg_diag_set(d, fname, ln->lineno, ln->tok[i].col,
 			     "bad hot table header field '%s'", kv);
 		return -EINVAL;
 	}
-	if (t->k > (1ULL << 32)) {
-		agg_diag_set(d, fname, ln->lineno, 1, "k too large");
-		return -EINVAL;
-	}
-	t->e = calloc(t->k + 1, sizeof(*t->e));
-	return t->e ? 0 : -ENOMEM;
+	return 0;	/* rows are allocated as they come */
 }
 
 int agg_hot_table_read(struct agg_hot_table *t, FILE *f, const char *fname,
@@ -602,6 +604,10 @@ int agg_hot_table_read(struct agg_hot_table *t, FILE *f, const char *fname,
 				     "more rows than k" :
 				     "row does not match its rank's place (rank %zu)", rows);
 			err = -EINVAL;
+			break;
+		}
+		if (agg_grow((void **)&t->e, rows + 1, sizeof(*t->e))) {
+			err = -ENOMEM;
 			break;
 		}
 		t->e[rows].id = v[1];
