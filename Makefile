@@ -120,6 +120,7 @@ fuzz: $(FUZZ_SRC:t/fuzz/%.c=build/fuzz/%)
 	$(Q)for f in $^; do echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \
 		mkdir -p build/fuzz/corpus-$${f##*/}; \
 		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		    -artifact_prefix=build/fuzz/ \
 		    build/fuzz/corpus-$${f##*/} t/fuzz/seeds || exit 1; done
 
 build/fuzz/%: t/fuzz/%.c $(LIB_SRC) | build/fuzz

@@ -551,6 +551,13 @@ bad:
 	return 0;	/* rows are allocated as they come */
 }
 
+static int cmp_u64_first(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
 int agg_hot_table_read(struct agg_hot_table *t, FILE *f, const char *fname,
 		       struct agg_diag *d)
 {
@@ -621,6 +628,28 @@ int agg_hot_table_read(struct agg_hot_table *t, FILE *f, const char *fname,
 	if (!err && rows != t->k) {
 		agg_diag_set(d, fname, tx.lineno + 1, 1, "table has %zu rows, k=%zu", rows, t->k);
 		err = -EINVAL;
+	}
+	if (!err && rows > 1) {	/* an id has one rank */
+		struct agg_hot_entry *c = malloc(rows * sizeof(*c));
+
+		if (!c) {
+			err = -ENOMEM;
+		} else {
+			memcpy(c, t->e, rows * sizeof(*c));
+			for (size_t i = 0; i < rows; i++)
+				c[i].freq = i;	/* keep the rank */
+			qsort(c, rows, sizeof(*c), cmp_u64_first);
+			for (size_t i = 1; i < rows && !err; i++) {
+				if (c[i].id != c[i - 1].id)
+					continue;
+				agg_diag_set(d, fname, tx.lineno + 1, 1,
+					     "id %" PRIu64 " has two ranks, %" PRIu64 " and %" PRIu64,
+					     c[i].id, c[i - 1].freq < c[i].freq ? c[i - 1].freq : c[i].freq,
+					     c[i - 1].freq < c[i].freq ? c[i].freq : c[i - 1].freq);
+				err = -EINVAL;
+			}
+			free(c);
+		}
 	}
 	agg_text_free(&tx);
 	if (err)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "opts.h"
 #include "plan.h"
 #include "text.h"
@@ -182,6 +183,75 @@ uint64_t agg_plan_default_token(const struct agg_plan *p)
 #undef FNV
 	return h;
 }
+
+/* ---- checking ---------------------------------------------------------- */
+
+#define REPORT(...) do {						\
+	char _m[256];							\
+	snprintf(_m, sizeof(_m), __VA_ARGS__);				\
+	report(ctx, _m);						\
+	problems++;							\
+} while (0)
+
+int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ctx)
+{
+	int *nparent = calloc(p->nnodes, sizeof(int));
+	int problems = 0;
+
+	if (!nparent) {
+		report(ctx, "out of memory");
+		return 1;
+	}
+	for (int t = 0; t < p->ntrees; t++) {
+		const struct agg_plan_tree *tr = &p->tree[t];
+		const char *root = p->node[tr->root].name;
+
+		memset(nparent, 0, p->nnodes * sizeof(int));
+		if (p->node[tr->root].role != AGG_ROLE_PS)
+			REPORT("tree %d: root %s is not a parameter server (role=ps)", t, root);
+		for (int e = 0; e < tr->nedges; e++) {
+			int c = tr->edge[e].child;
+
+			nparent[c]++;
+			if (c == tr->root)
+				REPORT("tree %d: root %s has a parent", t, root);
+			else if (p->node[c].role != AGG_ROLE_WORKER)
+				REPORT("tree %d: parameter server %s sends to %s", t,
+				       p->node[c].name, p->node[tr->edge[e].parent].name);
+		}
+		for (int i = 0; i < p->nnodes; i++) {
+			if (p->node[i].role != AGG_ROLE_WORKER)
+				continue;
+			if (nparent[i] == 0)
+				REPORT("tree %d: worker %s has no parent", t, p->node[i].name);
+			else if (nparent[i] > 1)
+				REPORT("tree %d: worker %s has %d parents", t, p->node[i].name,
+				       nparent[i]);
+			else if (agg_plan_depth(p, t, i) < 0)
+				REPORT("tree %d: worker %s does not reach root %s (a cycle)",
+				       t, p->node[i].name, root);
+		}
+		/* ALEPH's capacities (Eq. 1); RAT puts a whole region under its
+		 * aggregator by design, and PS plans have no aggregators. */
+		for (int i = 0; i < p->nnodes; i++) {
+			int kids = 0, cap;
+
+			if (p->scheme != AGG_SCHEME_ALEPH ||
+			    p->node[i].role != AGG_ROLE_WORKER || p->bw_demand <= 0)
+				continue;
+			for (int e = 0; e < tr->nedges; e++)
+				kids += tr->edge[e].parent == i;
+			cap = agg_cluster_capacity(&p->node[i], p->bw_demand, p->cpu_demand);
+			if (kids > cap)
+				REPORT("tree %d: %s aggregates %d worker%s, capacity %d "
+				       "(bw=%.15g, b=%.15g)", t, p->node[i].name, kids,
+				       kids == 1 ? "" : "s", cap, p->node[i].bw, p->bw_demand);
+		}
+	}
+	free(nparent);
+	return problems;
+}
+#undef REPORT
 
 /* ---- writing ----------------------------------------------------------- */
 

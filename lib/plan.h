@@ -98,6 +98,17 @@ int agg_plan_write(const struct agg_plan *p, FILE *f);
 int agg_plan_read(struct agg_plan *p, FILE *f, const char *fname,
 		  struct agg_diag *d);
 
+/*
+ * Check that plan p can run: every worker has exactly one parent in every
+ * tree and reaches the root without a cycle, roots are parameter servers
+ * with no parent, parameter servers send nowhere, and in an aleph plan no
+ * aggregator has more children than its capacity (Eq. 1, with
+ * p->bw_demand and p->cpu_demand).  Calls report(ctx, message) once per problem and
+ * returns the number of problems.
+ */
+typedef void (*agg_plan_report_fn)(void *ctx, const char *msg);
+int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ctx);
+
 /* A default per-job token: FNV-1a over job, seed and the node table. */
 uint64_t agg_plan_default_token(const struct agg_plan *p);
 

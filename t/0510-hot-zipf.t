@@ -95,6 +95,9 @@ test_expect_success 'bad input: file, line and column; exit 2' '
 	test_expect_code 2 agg-hot --sample 0 log 2>/dev/null &&
 	test_expect_code 2 agg-hot compare exact log 2>err &&
 	grep "^agg-hot: log:1:1: expected a .hot v1. header" err &&
+	printf "hot v1 k=2 stripes=2\n0 5 3 0 0\n1 5 2 1 0\n" >dup &&
+	test_expect_code 2 agg-hot compare dup dup 2>err &&
+	grep "^agg-hot: dup:4:1: id 5 has two ranks, 0 and 1" err &&
 	printf "\001\002\003" >odd.bin &&
 	test_expect_code 2 agg-hot --binary odd.bin 2>err
 '

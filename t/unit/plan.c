@@ -215,6 +215,102 @@ static void test_plan_bad(void)
 	}
 }
 
+static int nreports;
+static char last_report[256], all_reports[2048];
+
+static void collect(void *ctx, const char *msg)
+{
+	size_t len = strlen(all_reports);
+
+	nreports++;
+	snprintf(last_report, sizeof(last_report), "%s", msg);
+	snprintf(all_reports + len, sizeof(all_reports) - len, "%s\n", msg);
+}
+
+static int check_text(const char *text)
+{
+	struct agg_plan p;
+	struct agg_diag d;
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	int n = -1;
+
+	nreports = 0;
+	last_report[0] = all_reports[0] = 0;
+	if (!agg_plan_read(&p, f, "p", &d)) {
+		n = agg_plan_check(&p, collect, NULL);
+		agg_plan_free(&p);
+	} else {
+		diag("%s", d.msg);
+	}
+	fclose(f);
+	return n;
+}
+
+static void test_plan_check(void)
+{
+	static const char *hdr = "plan v1 scheme=aleph bw-demand=10 cpu-demand=0.1\n"
+		"node ps0 10.90.0.100 bw=40 role=ps\nnode a 10.90.0.1 bw=30\n"
+		"node b 10.90.0.2 bw=10\nnode c 10.90.0.3 bw=10\nnode d 10.90.0.4 bw=10\n"
+		"tree 0 root=ps0 weight=1\n";
+	static const struct { const char *edges; int n; const char *want; } cases[] = {
+		{ "edge 0 a ps0\nedge 0 b a\nedge 0 c a\nedge 0 d ps0\n", 0, "" },
+		{ "edge 0 a ps0\nedge 0 b a\nedge 0 c a\n", 1, "tree 0: worker d has no parent" },
+		{ "edge 0 a ps0\nedge 0 b a\nedge 0 c a\nedge 0 d ps0\nedge 0 d a\n", 2,
+		  "tree 0: a aggregates 3 workers, capacity 2 (bw=30, b=10)" },
+		{ "edge 0 a b\nedge 0 b a\nedge 0 c ps0\nedge 0 d ps0\n", 3,
+		  "tree 0: worker b does not reach root ps0 (a cycle)" },
+		{ "edge 0 a b\nedge 0 b a\nedge 0 c ps0\nedge 0 d ps0\n", 3,
+		  "tree 0: b aggregates 1 worker, capacity 0 (bw=10, b=10)" },
+		{ "edge 0 a ps0\nedge 0 b a\nedge 0 c a\nedge 0 d ps0\nedge 0 ps0 a\n", 2,
+		  "tree 0: root ps0 has a parent" },
+		{ "edge 0 a ps0\nedge 0 b a\nedge 0 c a\nedge 0 d ps0\nedge 0 ps0 a\n", 2,
+		  "tree 0: a aggregates 3 workers, capacity 2 (bw=30, b=10)" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[1024];
+		int n;
+
+		snprintf(text, sizeof(text), "%s%s", hdr, cases[i].edges);
+		n = check_text(text);
+		if (!ok(n == cases[i].n && strstr(all_reports, cases[i].want),
+			"plan check: %d problem(s)%s%s", cases[i].n, n ? ", among them: " : "",
+			cases[i].want))
+			diag("  got %d:\n%s", n, all_reports);
+	}
+}
+
+static void test_built_plans_check(void)
+{
+	enum agg_scheme schemes[] = { AGG_SCHEME_ALEPH, AGG_SCHEME_RAT, AGG_SCHEME_PS };
+	struct agg_hosts h;
+	struct agg_diag d;
+	int bad = 0;
+
+	read_hosts("ps0 10.90.0.100 bw=40 role=ps\nps1 10.90.0.101 bw=20 role=ps\n"
+		   "a 10.90.0.1 bw=30 rack=r1\nb 10.90.0.2 bw=20 rack=r1\n"
+		   "c 10.90.0.3 bw=10 rack=r1\nd 10.90.0.4 bw=10 rack=r2\n"
+		   "e 10.90.0.5 bw=25 rack=r2\nf 10.90.0.6 bw=10 rack=r2\n", &h, &d);
+	for (size_t s = 0; s < 3; s++)
+		for (uint64_t seed = 1; seed <= 20; seed++) {
+			struct agg_plan p;
+			struct agg_build_info info;
+
+			agg_plan_init(&p);
+			p.scheme = schemes[s];
+			p.seed = seed;
+			agg_tree_build(&p, &h, schemes[s] == AGG_SCHEME_RAT ? 3 : 0, &info);
+			nreports = 0;
+			bad += agg_plan_check(&p, collect, NULL);
+			if (nreports)
+				diag("%s seed %llu: %s", agg_scheme_name(schemes[s]),
+				     (unsigned long long)seed, last_report);
+			agg_plan_free(&p);
+		}
+	is_int(bad, 0, "every plan agg-plan builds passes the check (3 schemes x 20 seeds)");
+	agg_hosts_free(&h);
+}
+
 static void test_sizes(void)
 {
 	uint64_t v = 0;
@@ -236,6 +332,8 @@ int main(void)
 	test_hosts_bad();
 	test_plan_roundtrip();
 	test_plan_bad();
+	test_plan_check();
+	test_built_plans_check();
 	test_sizes();
 	return done_testing();
 }
