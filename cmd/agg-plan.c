@@ -160,6 +160,11 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
+static void report_problem(void *ctx, const char *msg)
+{
+	agg_err("internal error: the plan built is invalid: %s", msg);
+}
+
 static void print_plan_json(const struct agg_plan *p)
 {
 	char addr[INET_ADDRSTRLEN], tok[24];
@@ -346,6 +351,10 @@ int main(int argc, char **argv)
 			err == -E2BIG ? "more than 64 trees or parameter servers" :
 			strerror(-err));
 		rc = err == -E2BIG ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
+		goto out;
+	}
+	if (agg_plan_check(&env.plan, report_problem, NULL)) {
+		rc = AGG_EXIT_SYSTEM;	/* a bug in agg-plan, never the user's input */
 		goto out;
 	}
 	if (!env.has_token)
