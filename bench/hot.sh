@@ -2,13 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # agg-hot at scale: 100M updates drawn from Zipf(1.1) over 150M ids, exact
 # and --sketch, against reading the same log (cat) in the same run.
-set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-B=${AGG_BUILD:-$here/../build}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$here/lib.sh"
 
-now() { date +%s.%N; }
 # run NAME CMD...: seconds and peak KiB (agg-hot -v reports its peak)
 run() {
 	name=$1; shift

@@ -3,13 +3,9 @@
 # agg-plan at scale: M-WCHA on 10,000 workers with and without racks, and
 # the same hosts through -s ps (parse, build, write) as the baseline
 # measured in the same run.
-set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-B=${AGG_BUILD:-$here/../build}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$here/lib.sh"
 
-now() { date +%s.%N; }
 best_of() {	# best_of N CMD...: fastest of N runs, seconds
 	n=$1; shift; best=
 	for _ in $(seq "$n"); do

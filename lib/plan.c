@@ -332,6 +332,23 @@ int agg_plan_write(const struct agg_plan *p, FILE *f)
 	return ferror(f) ? -EIO : 0;
 }
 
+char *agg_plan_to_text(const struct agg_plan *p)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int err;
+
+	if (!f)
+		return NULL;
+	err = agg_plan_write(p, f);
+	if (fclose(f) || err) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
 /* ---- reading ----------------------------------------------------------- */
 
 struct plan_reader {

@@ -95,6 +95,8 @@ int agg_plan_depth(const struct agg_plan *p, int tree, int node);
  */
 int agg_plan_edge_order(const struct agg_plan *p, int t, int *order);
 int agg_plan_write(const struct agg_plan *p, FILE *f);
+/* The canonical text of a plan (malloc'd), or NULL: equal plans, equal text. */
+char *agg_plan_to_text(const struct agg_plan *p);
 int agg_plan_read(struct agg_plan *p, FILE *f, const char *fname,
 		  struct agg_diag *d);
 

@@ -10,17 +10,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char *write_text(const struct agg_plan *p)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	agg_plan_write(p, f);
-	fclose(f);
-	return buf;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct agg_plan p, q;
@@ -41,12 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (uint64_t s = 0; s < 3 * p.period; s++)
 		if (agg_plan_seg_tree(&p, s) >= (unsigned)p.ntrees)
 			abort();
-	a = write_text(&p);
+	a = agg_plan_to_text(&p);
 	f = fmemopen(a, strlen(a), "r");
 	if (agg_plan_read(&q, f, "again", &d))
 		abort();	/* what we write we must read */
 	fclose(f);
-	b = write_text(&q);
+	b = agg_plan_to_text(&q);
 	if (strcmp(a, b))
 		abort();	/* and it must be a fixed point */
 	free(a);

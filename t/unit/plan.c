@@ -101,17 +101,6 @@ static void test_hosts_bad(void)
 	}
 }
 
-static char *plan_text(const struct agg_plan *p)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	agg_plan_write(p, f);
-	fclose(f);
-	return buf;
-}
-
 static void test_plan_roundtrip(void)
 {
 	enum agg_scheme schemes[] = { AGG_SCHEME_ALEPH, AGG_SCHEME_RAT, AGG_SCHEME_PS };
@@ -135,7 +124,7 @@ static void test_plan_roundtrip(void)
 		p.seed = 7;
 		p.token = 0xfeedULL;
 		agg_tree_build(&p, &h, schemes[s] == AGG_SCHEME_RAT ? 3 : 0, &info);
-		a = plan_text(&p);
+		a = agg_plan_to_text(&p);
 		f = fmemopen(a, strlen(a), "r");
 		err = agg_plan_read(&q, f, "p", &d);
 		fclose(f);
@@ -143,7 +132,7 @@ static void test_plan_roundtrip(void)
 			diag("%s\n%s", d.msg, a);
 		if (err)
 			continue;
-		b = plan_text(&q);
+		b = agg_plan_to_text(&q);
 		is_str(b, a, "%s plan round-trips exactly", agg_scheme_name(schemes[s]));
 		ok(q.ntrees == p.ntrees && q.token == p.token && q.seed == 7 &&
 		   q.period == p.period && !memcmp(q.seg_map, p.seg_map, p.period * 2),
