@@ -45,6 +45,11 @@ agg-plan --seed 1 "$work/hosts.txt" | tee "$work/plan.txt"
 echo
 echo "== virtual cluster: $(grep -c '^node' "$work/plan.txt") namespaces on a bridge, XDP on every port"
 vcluster_up "$work/hosts.txt" aggdemo-
+vcluster_shape
+for h in $(vcluster_hosts); do
+	printf '%s: %s Mbit/s each way (bw= x %s)\n' "$h" "$(vcluster_rate "$h")" \
+		"${VCLUSTER_BW_SCALE:-0.05}"
+done
 echo
 echo "== every child reaches its parent in the plan"
 fails=0

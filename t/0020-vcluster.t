@@ -57,6 +57,20 @@ test_expect_success BPFFS 'a host sees the pins of /sys/fs/bpf' '
 	vcluster_run w0 test -e $pin
 '
 
+test_expect_success 'vcluster_shape limits each host to its bw= both ways' '
+	VCLUSTER_BW_SCALE=0.1 vcluster_shape &&
+	test "$(vcluster_rate ps0)" = 4000 &&
+	test "$(vcluster_rate w1)" = 1000 &&
+	for h in $(vcluster_hosts); do
+		port=$(vcluster_port $h) &&
+		tc -n "$(vcluster_brns)" class show dev $port >down &&
+		grep -q "rate $(vcluster_rate $h)Mbit\|rate $(($(vcluster_rate $h) / 1000))Gbit" down &&
+		tc -n "$(vcluster_brns)" filter show dev $port parent ffff: >up &&
+		grep -q "mirred (Egress Redirect to device ifb" up || { cat down up; return 1; }
+	done &&
+	vcluster_run w0 ping -c 1 -W 2 -q 10.90.0.2 >/dev/null
+'
+
 test_expect_success 'hosts are isolated from the root namespace' '
 	! ip addr show | grep -q "10\.90\.0\.1/"
 '

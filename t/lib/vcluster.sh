@@ -11,9 +11,14 @@
 #   vcluster_port NAME               NAME's bridge-side port (in vcluster_brns)
 #   vcluster_brns                    the bridge's namespace
 #   vcluster_hosts                   the host names, one per line
+#   vcluster_shape                   limit every host to its bw= in both
+#                                    directions (HTB; IFB for the upload)
 #   vcluster_down                    remove everything vcluster_up made
 #
-# VCLUSTER_MTU (default 1500) sets the MTU of every link.  Every bridge
+# VCLUSTER_MTU (default 1500) sets the MTU of every link.
+# VCLUSTER_BW_SCALE (default 0.05) scales bw= (Gbit/s) to the emulated
+# rate: TCP over these veths (XDP on the port, so no TSO, MTU 1500) moves
+# about 1.8 Gbit/s, so 10 Gbit/s becomes 500 Mbit/s and ratios hold.  Every bridge
 # port runs an XDP_PASS program ($AGG_BUILD/pass.bpf.o), native mode where
 # the kernel allows it: veth delivers XDP_TX frames only to a peer that
 # runs XDP.
@@ -47,6 +52,48 @@ vcluster_down() {
 	return 0
 }
 
+# Heterogeneous bandwidth (DESIGN.md): toward a host, HTB on its bridge
+# port's egress; from a host, the port's ingress redirected to an IFB
+# device with HTB.  Both limit XDP_TX and redirected traffic too.
+vcluster_shape() {
+	vc_scale=${VCLUSTER_BW_SCALE:-0.05}
+	vc_br=$(vcluster_brns)
+	vc_i=0
+	for vc_ent in $(awk '{ sub(/(^|[ \t])#.*/, "") } NF >= 2 && $1 != "link" {
+			bw = 0
+			for (i = 3; i <= NF; i++) if ($i ~ /^bw=/) bw = substr($i, 4)
+			print $1 "," bw }' "$VCLUSTER_HOSTS_FILE"); do
+		vc_name=${vc_ent%,*}
+		vc_port=$(vcluster_port "$vc_name")
+		vc_rate=$(awk -v b="${vc_ent#*,}" -v s="$vc_scale" 'BEGIN { printf "%d", b * s * 1000 }')
+		[ "$vc_rate" -gt 0 ] || continue
+		# A 2 ms burst (at least 64 KiB) and a 64 KiB quantum: smaller
+		# ones starve the rate at these speeds.
+		vc_bytes=$(awk -v r="$vc_rate" 'BEGIN { b = r * 1000000 / 8 * 0.002; printf "%d", b < 65536 ? 65536 : b }')
+		vc_burst="burst $vc_bytes cburst $vc_bytes quantum 65536"
+		vc_ifb=ifb$vc_i
+		vc_i=$((vc_i + 1))
+		tc -n "$vc_br" qdisc replace dev "$vc_port" root handle 1: htb default 1 &&
+		tc -n "$vc_br" class replace dev "$vc_port" parent 1: classid 1:1 \
+			htb rate "${vc_rate}mbit" $vc_burst &&
+		ip -n "$vc_br" link add "$vc_ifb" type ifb &&
+		ip -n "$vc_br" link set "$vc_ifb" up &&
+		tc -n "$vc_br" qdisc replace dev "$vc_ifb" root handle 1: htb default 1 &&
+		tc -n "$vc_br" class replace dev "$vc_ifb" parent 1: classid 1:1 \
+			htb rate "${vc_rate}mbit" $vc_burst &&
+		tc -n "$vc_br" qdisc replace dev "$vc_port" handle ffff: ingress &&
+		tc -n "$vc_br" filter replace dev "$vc_port" parent ffff: protocol all \
+			u32 match u32 0 0 action mirred egress redirect dev "$vc_ifb" ||
+			{ echo "vcluster: cannot shape $vc_name" >&2; return 1; }
+		eval "VCLUSTER_RATE_$(printf %s "$vc_name" | tr -c 'A-Za-z0-9_\n' _)=$vc_rate"
+	done
+}
+
+# The emulated rate of host NAME in Mbit/s (after vcluster_shape).
+vcluster_rate() {
+	eval "echo \${VCLUSTER_RATE_$(printf %s "$1" | tr -c 'A-Za-z0-9_\n' _)-}"
+}
+
 vcluster_fail_() {
 	echo "vcluster: $*" >&2
 	vcluster_down
@@ -67,6 +114,7 @@ vcluster_up() {
 	ip -n "$vc_br" link set lo up
 	ip -n "$vc_br" link add br0 mtu "$vc_mtu" type bridge || vcluster_fail_ "no bridge" || return 1
 	ip -n "$vc_br" link set br0 up
+	VCLUSTER_HOSTS_FILE=$vc_hosts
 	vc_i=0
 	# name and address of each host line; "link" lines and comments skipped
 	for vc_ent in $(awk '{ sub(/(^|[ \t])#.*/, "") } NF >= 2 && $1 != "link" { print $1 "," $2 }' "$vc_hosts"); do
