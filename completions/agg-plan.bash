@@ -3,29 +3,29 @@
 
 _agg_plan()
 {
+	# shellcheck disable=SC2034	# words, cword: set by _init_completion
 	local cur prev words cword split
 	_init_completion -s || return
 
 	case $prev in
 	-s | --scheme)
-		COMPREPLY=($(compgen -W 'aleph rat ps' -- "$cur"))
+		mapfile -t COMPREPLY < <(compgen -W 'aleph rat ps' -- "$cur")
 		return
 		;;
 	--seed | --size | --job | --port | --segment | --slots | --token | \
 	--bw-demand | --cpu-demand | --trees)
-		return
+		return		# a number: nothing to offer
 		;;
 	esac
 	$split && return
 
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W '--scheme --seed --size --job --port
-			--segment --slots --token --bw-demand --cpu-demand --trees
-			--eval --dot --json --pretty --quiet --verbose --help
-			--usage --version' -- "$cur"))
-		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
+		mapfile -t COMPREPLY < <(compgen -W '--scheme --seed --size --job
+			--port --segment --slots --token --bw-demand --cpu-demand
+			--trees --eval --dot --json --pretty --quiet --verbose --help
+			--usage --version' -- "$cur")
 		return
 	fi
-	_filedir
+	_filedir		# HOSTS
 } &&
 	complete -F _agg_plan agg-plan

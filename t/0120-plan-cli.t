@@ -3,78 +3,154 @@
 test_description='agg-plan as a user runs it: input, errors, output forms'
 . "$(dirname "$0")/lib/test-lib.sh"
 
-cat >fig1.txt <<'EOF_H'
+test -x "$AGG_BUILD/agg-plan" || skip_all "agg-plan not built in $AGG_BUILD"
+
+# ALEPH Fig. 1: three 10 G workers, one of 30 G, a PS of 20 G.
+cat >fig1.txt <<'EOF'
 # ALEPH Fig. 1
 ps0 10.90.0.100 bw=20 role=ps
 w0  10.90.0.1 bw=10
 w1  10.90.0.2 bw=10
 w2  10.90.0.3 bw=10
 w3  10.90.0.4 bw=30
-EOF_H
-cat >regions.txt <<'EOF_H'
+EOF
+cat >regions.txt <<'EOF'
 ps0 10.90.0.100 bw=40 role=ps
+ps1 10.90.0.101 bw=10 role=ps
 w1 10.90.1.1 bw=25 rack=r1 pod=p1
 w2 10.90.1.2 bw=10 rack=r1 pod=p1
 w3 10.90.1.3 bw=10 rack=r2 pod=p1
 w4 10.90.1.4 bw=12 rack=r2 pod=p1
 w5 10.90.2.1 bw=25 rack=r1 pod=p2
 w6 10.90.2.2 bw=10 rack=r1 pod=p2
-EOF_H
+EOF
+# One clique where M-WCHA has choices to make: which 10 G workers the
+# 30 G and 20 G ones take depends on the seed.
+{
+	echo "ps0 10.90.0.100 bw=100 role=ps"
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+		echo "w$i 10.90.0.$i bw=$(case $i in 1|2) echo 30 ;; 3|4|5) echo 20 ;; *) echo 10 ;; esac)"
+	done
+} >clique.txt
 
-test_expect_success 'reads a file, stdin and -' '
+# Edges of a plan as "TREE CHILD PARENT", sorted.
+edges() { awk '$1 == "edge" { print $2, $3, $4 }' "$1" | sort; }
+
+test_expect_success 'reads a file, standard input and -, the same plan each time' '
 	agg-plan fig1.txt >a &&
 	agg-plan <fig1.txt >b &&
 	agg-plan - <fig1.txt >c &&
 	test_cmp a b && test_cmp a c &&
-	head -1 a | grep "^plan v1 " &&
+	head -n 1 a | grep "^plan v1 job=1 port=9999 scheme=aleph seed=1 " &&
 	test "$(grep -c "^node " a)" = 5 &&
+	test "$(grep -c "^tree " a)" = 1 &&
 	test "$(grep -c "^edge 0 " a)" = 4
 '
 
+test_expect_success 'ALEPH Fig. 1: w3 aggregates w1 and w2, w0 and w3 send to the PS' '
+	agg-plan fig1.txt >p &&
+	edges p >got &&
+	printf "0 w0 ps0\n0 w1 w3\n0 w2 w3\n0 w3 ps0\n" >want &&
+	test_cmp want got
+'
+
 test_expect_success 'the same input and seed give the same bytes' '
-	for s in 1 2 3; do
-		agg-plan --seed $s regions.txt >x1 &&
-		agg-plan --seed $s regions.txt >x2 &&
-		test_cmp x1 x2 || return 1
+	for s in 1 2 3 17; do
+		agg-plan --seed $s clique.txt >x1 &&
+		agg-plan --seed $s clique.txt >x2 &&
+		test_cmp x1 x2 &&
+		agg-plan -s rat --seed $s regions.txt >r1 &&
+		agg-plan -s rat --seed $s regions.txt >r2 &&
+		test_cmp r1 r2 || return 1
 	done
 '
 
-test_expect_success 'ALEPH Fig. 1: w3 aggregates two workers, w0 goes to the PS' '
-	agg-plan fig1.txt >p &&
-	test "$(grep -c " w3$" p)" = 2 &&
-	grep "^edge 0 w3 ps0$" p &&
-	test "$(grep -c " ps0$" p)" = 2
+test_expect_success 'the seed reaches M-WCHA: some seeds cluster differently' '
+	for s in 1 2 3 4 5 6 7 8; do
+		agg-plan --seed $s clique.txt >p.$s &&
+		grep -q "^plan v1 .* seed=$s " p.$s &&
+		edges p.$s | md5sum || return 1
+	done >sums &&
+	test "$(sort -u sums | wc -l)" -gt 1
 '
 
-test_expect_success '--eval on ALEPH Fig. 1 gives Table 1' '
+test_expect_success 'several parameter servers: one tree each, weights by bandwidth (40:10)' '
+	agg-plan regions.txt >p &&
+	grep -x "tree 0 root=ps0 weight=4" p &&
+	grep -x "tree 1 root=ps1 weight=1" p &&
+	edges p | awk "\$1 == 0 { \$1 = \"\"; sub(/ps0\$/, \"PS\"); print }" >t0 &&
+	edges p | awk "\$1 == 1 { \$1 = \"\"; sub(/ps1\$/, \"PS\"); print }" >t1 &&
+	test_cmp t0 t1
+'
+
+test_expect_success 'rat: --trees trees, roots cycle over the PSs, every worker in every tree' '
+	agg-plan -s rat --trees 3 regions.txt >plan &&
+	grep "^tree " plan >trees &&
+	printf "tree 0 root=ps0 weight=2\ntree 1 root=ps1 weight=1\ntree 2 root=ps0 weight=2\n" >want &&
+	test_cmp want trees &&
+	for t in 0 1 2; do
+		test "$(grep -c "^edge $t " plan)" = 6 || return 1
+	done &&
+	grep -x "edge 0 w2 w1" plan &&
+	grep -x "edge 1 w1 w2" plan
+'
+
+test_expect_success '--eval on ALEPH Fig. 1 gives Table 1: ps 0.84, ring 0.63, aleph 0.42' '
 	agg-plan --eval --size 525M fig1.txt >eval &&
-	grep "^ps  *0\.8400 " eval &&
-	grep "^ring  *0\.6300 " eval &&
-	grep "^aleph  *0\.4200 " eval &&
-	! grep "^rat" eval
+	awk "NR > 1 { print \$1, \$2 }" eval >got &&
+	printf "ps 0.8400\nring 0.6300\naleph 0.4200\n" >want &&
+	test_cmp want got
+'
+
+# The lines the man page shows after "$ agg-plan --eval --size 525M fig1.txt".
+man_fig1_table() {
+	sed 's/\\-/-/g' "$AGG_SRC/man/agg-plan.1" |
+		sed -n '/^\$ agg-plan --eval --size 525M fig1.txt$/,/^\$ /p' | sed '1d;$d'
+}
+
+test_expect_success 'the Fig. 1 table in agg-plan(1) is what agg-plan prints' '
+	man_fig1_table >want &&
+	test "$(wc -l <want)" = 4 &&
+	agg-plan --eval --size 525M fig1.txt >got &&
+	test_cmp want got
 '
 
 test_expect_success '--eval adds rat when the hosts name regions' '
 	agg-plan --eval regions.txt >eval &&
-	grep "^rat " eval
+	awk "NR > 1 { print \$1 }" eval >got &&
+	printf "ps\nring\naleph\nrat\n" >want &&
+	test_cmp want got
 '
 
-test_expect_success JQ '--eval -j is a list of schemes with the same numbers' '
-	agg-plan --eval -j --size 525M fig1.txt >eval.json &&
-	jq -e "length == 3" eval.json &&
-	jq -r ".[] | \"\(.scheme) \(.time_s)\"" eval.json >got &&
+test_expect_success JQ '--eval -j: a list of objects with the numbers of the table' '
+	agg-plan --eval -j --size 525M fig1.txt >fig1.json &&
+	jq -e "type == \"array\" and length == 3 and all(.[]; has(\"scheme\") and has(\"time_s\"))" fig1.json &&
+	jq -r ".[] | \"\(.scheme) \(.time_s)\"" fig1.json >got &&
 	printf "ps 0.84\nring 0.63\naleph 0.42\n" >want &&
 	test_cmp want got &&
-	jq -e ".[0] | has(\"bottleneck\") and has(\"root_bytes\") and has(\"chain\") and has(\"mean_hops\")" eval.json
+	for f in fig1.txt regions.txt; do
+		agg-plan --eval "$f" | awk "NR > 1" >text &&
+		agg-plan --eval -j "$f" >json &&
+		jq -r ".[] | [.scheme, (.time_s * 10000 | round / 10000 | tostring),
+			.bottleneck, .root_bytes, .aggregators, .clusters,
+			.cross_region_bytes, .chain,
+			(.mean_hops * 1000 | round / 1000 | tostring)] | @tsv" json >from-json &&
+		awk -v OFS="\t" "{ \$2 += 0; \$9 += 0; print }" text >from-text &&
+		test_cmp from-text from-json || return 1
+	done
 '
 
-test_expect_success JQ '-j prints the plan as JSON with the same edges' '
-	agg-plan -j regions.txt >plan.json &&
-	agg-plan regions.txt >plan.txt &&
-	jq -r ".trees[0].edges[] | \"edge 0 \(.child) \(.parent)\"" plan.json >got &&
-	grep "^edge" plan.txt >want &&
+test_expect_success JQ '-j prints the plan as JSON with the same header, nodes and edges' '
+	agg-plan -s rat --trees 2 -j regions.txt >plan.json &&
+	agg-plan -s rat --trees 2 regions.txt >plan.txt &&
+	jq -e ".version == 1 and .scheme == \"rat\" and .job == 1 and .port == 9999" plan.json &&
+	test "$(jq -r .token plan.json)" = "$(head -n 1 plan.txt | sed "s/.* token=//; s/ .*//")" &&
+	jq -r ".nodes[] | .name + \" \" + .addr" plan.json >got &&
+	awk "\$1 == \"node\" { print \$2, \$3 }" plan.txt >want &&
 	test_cmp want got &&
-	test "$(jq -r .scheme plan.json)" = aleph
+	jq -r ".trees[] | .id as \$t | .edges[] | \"edge \(\$t) \(.child) \(.parent)\"" plan.json >got &&
+	grep "^edge" plan.txt >want &&
+	test_cmp want got
 '
 
 test_expect_success '-p pretty-prints the same JSON' '
@@ -85,64 +161,150 @@ test_expect_success '-p pretty-prints the same JSON' '
 	fi
 '
 
-test_expect_success '--dot draws one arrow per edge' '
+test_expect_success '--dot is a digraph with one edge line per plan edge' '
 	agg-plan -s rat --trees 2 --dot regions.txt >dot &&
-	head -1 dot | grep "^digraph" &&
+	head -n 1 dot | grep "^digraph " &&
+	tail -n 1 dot | grep "^}$" &&
 	agg-plan -s rat --trees 2 regions.txt >plan &&
-	test "$(grep -c -- "->" dot)" = "$(grep -c "^edge" plan)"
+	sed -n "s/^\t\"\([^\"]*\)\" -> \"\([^\"]*\)\" \[label=\"\([0-9]*\)\"\];$/\3 \1 \2/p" dot |
+		sort >got &&
+	edges plan >want &&
+	test_cmp want got &&
+	test "$(grep -c -- "->" dot)" = "$(grep -c "^edge " plan)"
 '
 
-test_expect_success 'rat: one tree per --trees, workers in every tree' '
-	agg-plan -s rat --trees 3 regions.txt >plan &&
-	test "$(grep -c "^tree " plan)" = 3 &&
-	for t in 0 1 2; do
-		test "$(grep -c "^edge $t " plan)" = 6 || return 1
-	done
+# bad_input NAME CONTENT MESSAGE: agg-plan NAME exits 2, prints nothing on
+# standard output and exactly "agg-plan: MESSAGE" on standard error.
+bad_input() {
+	printf "$2" >"$1" &&
+	test_expect_code 2 agg-plan "$1" >out 2>err &&
+	! test -s out &&
+	echo "agg-plan: $3" >want &&
+	test_cmp want err
+}
+
+PS='ps0 10.90.0.100 bw=40 role=ps\n'
+test_expect_success 'bad input: one line FILE:LINE:COL: message, exit 2, nothing on stdout' "
+	bad_input colour.txt '${PS}w0 10.90.0.1 bw=10 colour=red\n' \
+		\"colour.txt:2:20: unknown attribute in 'colour=red'\" &&
+	bad_input bw.txt '${PS}w0 10.90.0.1 bw=fast\n' \
+		\"bw.txt:2:17: not a decimal number in 'bw=fast'\" &&
+	bad_input nobw.txt '${PS}w0 10.90.0.1 cpu=4\n' \
+		\"nobw.txt:2:19: host 'w0' has no bw= (available Gbit/s)\" &&
+	bad_input dupaddr.txt '${PS}w0 10.90.0.1 bw=10\nw1 10.90.0.1 bw=10\n' \
+		\"dupaddr.txt:3:4: duplicate address 10.90.0.1 (first on line 2, host 'w0')\" &&
+	bad_input dupname.txt '${PS}w0 10.90.0.1 bw=10\nw0 10.90.0.2 bw=10\n' \
+		\"dupname.txt:3:1: duplicate host name 'w0' (first on line 2)\" &&
+	bad_input lo.txt '${PS}w0 127.0.0.1 bw=10\n' \
+		\"lo.txt:2:4: address '127.0.0.1' is not a unicast host address\" &&
+	bad_input link.txt '${PS}w0 10.90.0.1 bw=10\nlink w0 w9\n' \
+		\"link.txt:3:9: unknown host 'w9' in link\" &&
+	bad_input nops.txt 'w0 10.90.0.1 bw=10\n' \
+		'nops.txt:2:1: no parameter server: mark one host role=ps' &&
+	bad_input empty.txt '' \
+		'empty.txt:1:1: no parameter server: mark one host role=ps' &&
+	bad_input noworker.txt '${PS}' 'noworker.txt:2:1: no workers'
+"
+
+test_expect_success 'bad input on standard input is named <stdin>' '
+	printf "w0 10.90.0.1 bw=10\n" >nops.txt &&
+	test_expect_code 2 agg-plan <nops.txt >out 2>err &&
+	! test -s out &&
+	echo "agg-plan: <stdin>:2:1: no parameter server: mark one host role=ps" >want &&
+	test_cmp want err
 '
 
-test_expect_success 'bad input: one line naming file, line and column; exit 2; no output' '
-	printf "ps0 10.90.0.100 bw=40 role=ps\nw0 10.90.0.1 bw=10 colour=red\n" >bad.txt &&
-	test_expect_code 2 agg-plan bad.txt >out 2>err &&
-	test_must_fail test -s out &&
-	test "$(wc -l <err)" = 1 &&
-	grep "^agg-plan: bad.txt:2:20: unknown attribute in .colour=red.$" err
+test_expect_success 'a missing file is exit 2 with one line naming it' '
+	test_expect_code 2 agg-plan no-such-file >out 2>err &&
+	! test -s out &&
+	echo "agg-plan: cannot open no-such-file: No such file or directory" >want &&
+	test_cmp want err
 '
 
-test_expect_success 'bad input on stdin is named <stdin>' '
-	printf "w0 10.90.0.1 bw=10\n" | test_expect_code 2 agg-plan 2>err &&
-	grep "^agg-plan: <stdin>:2:1: no parameter server" err
+# bad_usage ARG...: exit 2, a message on stderr, nothing on stdout.
+bad_usage() {
+	test_expect_code 2 agg-plan "$@" >out 2>err &&
+	! test -s out &&
+	grep -q "^agg-plan: " err || { echo "for: $*"; cat err; return 1; }
+}
+
+test_expect_success 'bad options are exit 2 with a message and no output' '
+	bad_usage --scheme ring fig1.txt &&
+	bad_usage -s nope fig1.txt &&
+	bad_usage --size 10MB fig1.txt &&
+	bad_usage --size 6 fig1.txt &&
+	bad_usage --port 0 fig1.txt &&
+	bad_usage --port 65536 fig1.txt &&
+	bad_usage --segment 16385 fig1.txt &&
+	bad_usage --seed -1 fig1.txt &&
+	bad_usage --token xyz fig1.txt &&
+	bad_usage --bw-demand 0 fig1.txt &&
+	bad_usage --trees 65 -s rat fig1.txt &&
+	bad_usage --eval --dot fig1.txt &&
+	bad_usage --no-such-option fig1.txt &&
+	bad_usage fig1.txt regions.txt
 '
 
-test_expect_success 'a missing file is exit 2' '
-	test_expect_code 2 agg-plan no-such-file 2>err &&
-	grep "^agg-plan: cannot open no-such-file: " err
-'
-
-test_expect_success 'bad options are exit 2' '
-	test_expect_code 2 agg-plan --scheme ring fig1.txt 2>/dev/null &&
-	test_expect_code 2 agg-plan --size 10MB fig1.txt 2>/dev/null &&
-	test_expect_code 2 agg-plan --size 6 fig1.txt 2>/dev/null &&
-	test_expect_code 2 agg-plan --port 0 fig1.txt 2>/dev/null &&
-	test_expect_code 2 agg-plan --trees 2 fig1.txt 2>/dev/null &&
-	test_expect_code 2 agg-plan --eval --dot fig1.txt 2>/dev/null &&
-	test_expect_code 2 agg-plan --no-such-option 2>/dev/null &&
-	test_expect_code 2 agg-plan fig1.txt regions.txt 2>/dev/null
+test_expect_success '--trees without -s rat is exit 2' '
+	bad_usage --trees 2 fig1.txt &&
+	grep "trees applies to --scheme rat" err &&
+	bad_usage -s ps --trees 2 fig1.txt &&
+	agg-plan -s rat --trees 2 fig1.txt >/dev/null &&
+	agg-plan --eval --trees 2 regions.txt >/dev/null
 '
 
 test_expect_success 'options reach the plan header' '
 	agg-plan --job 7 --port 7000 --segment 256 --slots 64 --size 4Ki \
-		--token beef --seed 9 fig1.txt >p &&
-	head -1 p | grep "job=7 port=7000 scheme=aleph seed=9 segment=256 size=4096 slots=64 token=0x000000000000beef "
+		--token beef --seed 9 --bw-demand 5 --cpu-demand 0.5 fig1.txt >p &&
+	head -n 1 p >got &&
+	echo "plan v1 job=7 port=7000 scheme=aleph seed=9 segment=256 size=4096 slots=64 token=0x000000000000beef bw-demand=5 cpu-demand=0.5" >want &&
+	test_cmp want got
+'
+
+test_expect_success 'the default token depends on job and seed; --token overrides it' '
+	t1=$(agg-plan fig1.txt | head -n 1 | sed "s/.* token=//; s/ .*//") &&
+	t2=$(agg-plan --job 2 fig1.txt | head -n 1 | sed "s/.* token=//; s/ .*//") &&
+	t3=$(agg-plan --seed 2 fig1.txt | head -n 1 | sed "s/.* token=//; s/ .*//") &&
+	test "$t1" != "$t2" && test "$t1" != "$t3" && test "$t2" != "$t3" &&
+	agg-plan --token 0x0123456789abcdef fig1.txt | head -n 1 |
+		grep " token=0x0123456789abcdef "
+'
+
+test_expect_success '-v says what M-WCHA did on stderr, -q keeps quiet; stdout unchanged' '
+	agg-plan fig1.txt >plain 2>err0 &&
+	! test -s err0 &&
+	agg-plan -v fig1.txt >verbose 2>err &&
+	test_cmp plain verbose &&
+	grep -x "agg-plan: aleph: 2 clusters, 1 aggregators, 1 rounds, b=10 Gbit/s" err &&
+	agg-plan -v -q fig1.txt >quiet 2>err &&
+	test_cmp plain quiet &&
+	! test -s err
 '
 
 test_expect_success 'a full disk is exit 3 with a message' '
+	test -w /dev/full &&
 	test_expect_code 3 agg-plan fig1.txt >/dev/full 2>err &&
+	grep "^agg-plan: cannot write standard output: No space left on device$" err &&
+	test_expect_code 3 agg-plan --eval -j fig1.txt >/dev/full 2>err &&
 	grep "^agg-plan: cannot write standard output" err
 '
 
-test_expect_success '--version and --help exit 0' '
-	agg-plan --version | grep "^agg [0-9]" &&
-	agg-plan --help | grep -- "--scheme"
+test_expect_success '--help, --usage and --version exit 0 on stdout' '
+	agg-plan --version >out && grep "^agg [0-9]" out &&
+	agg-plan --help >out && grep -- "--scheme=SCHEME" out &&
+	grep "^Exit status: 0 ok, 2 bad usage or bad input, 3 system failure" out &&
+	agg-plan --usage >out && grep "^Usage: agg-plan " out
+'
+
+test_lazy_prereq_BASHCOMP='command -v bash && test -f /usr/share/bash-completion/bash_completion'
+test_expect_success BASHCOMP 'the completion offers the schemes after -s' '
+	bash -c ". /usr/share/bash-completion/bash_completion &&
+		. \"\$AGG_SRC/completions/agg-plan.bash\" &&
+		COMP_WORDS=(agg-plan -s \"\"); COMP_CWORD=2;
+		COMP_LINE=\"agg-plan -s \"; COMP_POINT=\${#COMP_LINE};
+		_agg_plan agg-plan \"\" -s; echo \"\${COMPREPLY[*]}\"" >got &&
+	echo "aleph rat ps" >want &&
+	test_cmp want got
 '
 
 test_done
