@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +111,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		p->port = num_arg(state, "port", arg, 1, 65535);
 		break;
 	case OPT_SEGMENT:
-		p->segment = num_arg(state, "segment", arg, 1, 16384);
+		p->segment = num_arg(state, "segment", arg, 1, AGG_PLAN_MAX_SEGMENT);
 		break;
 	case OPT_SLOTS:
 		p->slots = num_arg(state, "slots", arg, 1, 1 << 20);
@@ -153,6 +154,8 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			argp_error(state, "--trees applies to --scheme rat");
 		if (env.eval && env.dot)
 			argp_error(state, "--eval and --dot exclude each other");
+		if (env.dot && agg_common.json)
+			argp_error(state, "--dot and -j exclude each other");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -198,6 +201,16 @@ static void print_plan_json(const struct agg_plan *p)
 			agg_print_str("rack", NULL, n->rack);
 		if (n->pod[0])
 			agg_print_str("pod", NULL, n->pod);
+		if (n->dev[0])
+			agg_print_str("dev", NULL, n->dev);
+		if (n->has_mac) {
+			char mac[18];
+
+			snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x",
+				 n->mac[0], n->mac[1], n->mac[2], n->mac[3], n->mac[4],
+				 n->mac[5]);
+			agg_print_str("mac", NULL, mac);
+		}
 		agg_print_obj_close();
 	}
 	agg_print_arr_close();
@@ -248,10 +261,10 @@ static void print_eval_row(const struct agg_plan *p, const struct agg_eval *e)
 	agg_print_float("time_s", " %9.4f", e->time_s);
 	agg_print_str("bottleneck", " %-12s",
 		      e->bottleneck >= 0 ? p->node[e->bottleneck].name : "-");
-	agg_print_uint("root_bytes", " %13" PRIu64, (uint64_t)e->root_bytes);
+	agg_print_uint("root_bytes", " %13" PRIu64, (uint64_t)llround(e->root_bytes));
 	agg_print_int("aggregators", " %11" PRId64, e->aggregators);
 	agg_print_int("clusters", " %8" PRId64, e->clusters);
-	agg_print_uint("cross_region_bytes", " %18" PRIu64, (uint64_t)e->cross_bytes);
+	agg_print_uint("cross_region_bytes", " %18" PRIu64, (uint64_t)llround(e->cross_bytes));
 	agg_print_int("chain", " %5" PRId64, e->chain);
 	agg_print_float("mean_hops", " %9.3f\n", e->mean_hops);
 	agg_print_obj_close();
@@ -291,7 +304,11 @@ static int run_eval(const struct agg_hosts *h)
 		if (!err)
 			print_eval_row(&p, &e);
 		agg_plan_free(&p);
-		if (err) {
+		if (err == -E2BIG) {
+			agg_err("cannot evaluate %s: more than 64 trees or parameter servers",
+				agg_scheme_name(schemes[k]));
+			return AGG_EXIT_USAGE;
+		} else if (err) {
 			agg_err("cannot evaluate %s: %s", agg_scheme_name(schemes[k]),
 				strerror(-err));
 			return AGG_EXIT_SYSTEM;
@@ -337,7 +354,8 @@ int main(int argc, char **argv)
 			agg_err("%s", diag.msg);
 		else
 			agg_err("cannot read %s: %s", fname, strerror(-err));
-		return err == -EINVAL ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
+		/* Naming a directory is bad input too; other read errors are not. */
+		return err == -EINVAL || err == -EISDIR ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
 	}
 
 	agg_print_start(agg_common.json, agg_common.pretty);

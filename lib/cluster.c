@@ -14,7 +14,13 @@
  *    than g-bar;
  *  - a round in which no candidate is drawn selects the candidate with the
  *    smallest median beta instead of stopping, and an aggregator left with
- *    no member stays unclustered for the next round.
+ *    no member stays unclustered for the next round;
+ *  - the loop ends when no unclustered worker can aggregate anyone (Alg. 1
+ *    loops until every worker is clustered); the rest send to the root;
+ *  - beta (Eq. 6) is computed for every unclustered worker, candidates
+ *    included, and N(w') contains w', so a candidate's own alpha counts in
+ *    its beta and in the medians of its neighbours (4 equal workers are
+ *    each drawn with probability 3/4, not 1).
  * Adjacency is a union of region cliques plus link lines, so a round costs
  * O(n log n + links) rather than O(n^2).
  */

@@ -296,6 +296,15 @@ int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
 				err = -EINVAL;
 				break;
 			}
+			for (int k = 1; k <= 2; k++) {
+				if (strlen(ln.tok[k].s) >= AGG_NAME_MAX) {
+					agg_diag_set(d, fname, ln.lineno, ln.tok[k].col,
+						     "unknown host '%s' in link", ln.tok[k].s);
+					err = -EINVAL;
+				}
+			}
+			if (err)
+				break;
 			if (agg_grow((void **)&pl, npl + 1, sizeof(*pl))) {
 				err = -ENOMEM;
 				break;
@@ -313,9 +322,10 @@ int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
 			break;
 	}
 	if (r < 0 && !err) {
-		err = r;
+		/* A line too long is bad input; a read error is not. */
+		err = r == -E2BIG ? -EINVAL : r;
 		agg_diag_set(d, fname, tx.lineno, 1, "%s", r == -E2BIG ?
-			     "line too long" : strerror(-r));
+			     "line too long (more than 65536 bytes)" : strerror(-r));
 	}
 	for (int i = 0; !err && i < npl; i++) {
 		int a = agg_hosts_find(h, pl[i].a), b = agg_hosts_find(h, pl[i].b);

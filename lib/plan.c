@@ -195,10 +195,12 @@ uint64_t agg_plan_default_token(const struct agg_plan *p)
 
 int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ctx)
 {
-	int *nparent = calloc(p->nnodes, sizeof(int));
+	int *nparent = calloc(p->nnodes, sizeof(int)), *nkids = calloc(p->nnodes, sizeof(int));
 	int problems = 0;
 
-	if (!nparent) {
+	if (!nparent || !nkids) {
+		free(nparent);
+		free(nkids);
 		report(ctx, "out of memory");
 		return 1;
 	}
@@ -207,12 +209,14 @@ int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ct
 		const char *root = p->node[tr->root].name;
 
 		memset(nparent, 0, p->nnodes * sizeof(int));
+		memset(nkids, 0, p->nnodes * sizeof(int));
 		if (p->node[tr->root].role != AGG_ROLE_PS)
 			REPORT("tree %d: root %s is not a parameter server (role=ps)", t, root);
 		for (int e = 0; e < tr->nedges; e++) {
 			int c = tr->edge[e].child;
 
 			nparent[c]++;
+			nkids[tr->edge[e].parent]++;
 			if (c == tr->root)
 				REPORT("tree %d: root %s has a parent", t, root);
 			else if (p->node[c].role != AGG_ROLE_WORKER)
@@ -234,13 +238,11 @@ int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ct
 		/* ALEPH's capacities (Eq. 1); RAT puts a whole region under its
 		 * aggregator by design, and PS plans have no aggregators. */
 		for (int i = 0; i < p->nnodes; i++) {
-			int kids = 0, cap;
+			int kids = nkids[i], cap;
 
 			if (p->scheme != AGG_SCHEME_ALEPH ||
 			    p->node[i].role != AGG_ROLE_WORKER || p->bw_demand <= 0)
 				continue;
-			for (int e = 0; e < tr->nedges; e++)
-				kids += tr->edge[e].parent == i;
 			cap = agg_cluster_capacity(&p->node[i], p->bw_demand, p->cpu_demand);
 			if (kids > cap)
 				REPORT("tree %d: %s aggregates %d worker%s, capacity %d "
@@ -249,44 +251,75 @@ int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ct
 		}
 	}
 	free(nparent);
+	free(nkids);
 	return problems;
 }
 #undef REPORT
 
 /* ---- writing ----------------------------------------------------------- */
 
+static const struct agg_plan_tree *order_tree;
+
+/* By parent, then child (node order), then as stored. */
+static int cmp_edge(const void *x, const void *y)
+{
+	const struct agg_plan_edge *a = &order_tree->edge[*(const int *)x];
+	const struct agg_plan_edge *b = &order_tree->edge[*(const int *)y];
+
+	if (a->parent != b->parent)
+		return a->parent - b->parent;
+	if (a->child != b->child)
+		return a->child - b->child;
+	return *(const int *)x - *(const int *)y;
+}
+
 int agg_plan_edge_order(const struct agg_plan *p, int t, int *order)
 {
 	const struct agg_plan_tree *tr = &p->tree[t];
-	char *done = calloc(tr->nedges + 1, 1);
+	int ne = tr->nedges, n = 0, head = 0, tail = 0;
+	int *byp = malloc((ne + 1) * sizeof(int)), *first = malloc((p->nnodes + 1) * sizeof(int));
 	int *queue = malloc((p->nnodes + 1) * sizeof(int));
-	int head = 0, tail = 0, n = 0;
+	char *done = calloc(ne + 1, 1), *seen = calloc(p->nnodes + 1, 1);
 
-	if (!done || !queue) {
-		free(done);
-		free(queue);
-		return -ENOMEM;
+	if (!byp || !first || !queue || !done || !seen) {
+		n = -ENOMEM;
+		goto out;
 	}
-	/* Breadth first from the root, children in node order... */
+	for (int e = 0; e < ne; e++)
+		byp[e] = e;
+	order_tree = tr;
+	qsort(byp, ne, sizeof(int), cmp_edge);
+	for (int i = 0; i <= p->nnodes; i++)
+		first[i] = ne;
+	for (int k = ne - 1; k >= 0; k--)
+		first[tr->edge[byp[k]].parent] = k;
+	/* Breadth first from the root, each node's children in node order... */
 	queue[tail++] = tr->root;
+	seen[tr->root] = 1;
 	while (head < tail) {
 		int u = queue[head++];
 
-		for (int e = 0; e < tr->nedges; e++) {
-			if (done[e] || tr->edge[e].parent != u)
-				continue;
-			done[e] = 1;
-			order[n++] = e;
-			if (tail < p->nnodes + 1)
-				queue[tail++] = tr->edge[e].child;
+		for (int k = first[u]; k < ne && tr->edge[byp[k]].parent == u; k++) {
+			int c = tr->edge[byp[k]].child;
+
+			done[byp[k]] = 1;
+			order[n++] = byp[k];
+			if (!seen[c]) {
+				seen[c] = 1;
+				queue[tail++] = c;
+			}
 		}
 	}
-	/* ...then edges not reachable from the root (a broken plan), as stored. */
-	for (int e = 0; e < tr->nedges; e++)
-		if (!done[e])
-			order[n++] = e;
-	free(done);
+	/* ...then edges not reachable from the root (a broken plan), sorted. */
+	for (int k = 0; k < ne; k++)
+		if (!done[byp[k]])
+			order[n++] = byp[k];
+out:
+	free(byp);
+	free(first);
 	free(queue);
+	free(done);
+	free(seen);
 	return n;
 }
 
@@ -416,7 +449,7 @@ static int read_header(struct plan_reader *r)
 		} else if (KEY("seed")) {
 			err = header_u64(r, t, v, UINT64_MAX, 0, &p->seed);
 		} else if (KEY("segment")) {
-			err = header_u64(r, t, v, 65536, 1, &x);
+			err = header_u64(r, t, v, AGG_PLAN_MAX_SEGMENT, 1, &x);
 			p->segment = x;
 		} else if (KEY("size")) {
 			err = header_u64(r, t, v, UINT64_MAX, 4, &p->size);
@@ -576,9 +609,9 @@ int agg_plan_read(struct agg_plan *p, FILE *f, const char *fname,
 		}
 	}
 	if (!err && rc < 0) {
-		err = rc;
-		agg_diag_set(d, fname, tx.lineno, 1, "%s",
-			     rc == -E2BIG ? "line too long" : strerror(-rc));
+		err = rc == -E2BIG ? -EINVAL : rc;
+		agg_diag_set(d, fname, tx.lineno, 1, "%s", rc == -E2BIG ?
+			     "line too long (more than 65536 bytes)" : strerror(-rc));
 	}
 	if (!err && !have_header) {
 		agg_diag_set(d, fname, tx.lineno + 1, 1, "empty plan: no 'plan v1' header");

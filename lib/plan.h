@@ -10,6 +10,7 @@
 #define AGG_PLAN_VERSION	1
 #define AGG_PLAN_MAX_TREES	64
 #define AGG_PLAN_MAX_PERIOD	1024	/* sum of tree weights */
+#define AGG_PLAN_MAX_SEGMENT	16384	/* float32 values per segment */
 
 enum agg_scheme {
 	AGG_SCHEME_ALEPH,

@@ -42,11 +42,13 @@ static int is_blank(char c)
 
 int agg_text_next(struct agg_text *tx, struct agg_text_line *ln)
 {
-	ssize_t len = getline(&tx->buf, &tx->cap, tx->f);
+	ssize_t len;
 	char *p;
 
-	if (len < 0)
-		return ferror(tx->f) ? -EIO : 0;
+	errno = 0;
+	len = getline(&tx->buf, &tx->cap, tx->f);
+	if (len < 0)	/* getline sets errno: EISDIR for a directory */
+		return ferror(tx->f) ? -(errno ? errno : EIO) : 0;
 	tx->lineno++;
 	if (len > AGG_TEXT_LINE_MAX)
 		return -E2BIG;

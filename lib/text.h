@@ -34,7 +34,8 @@ struct agg_text {
 #define AGG_TEXT_LINE_MAX 65536
 
 void agg_text_init(struct agg_text *tx, FILE *f);
-/* 1: a line (maybe empty), 0: end of file, -E2BIG / -EIO / -ENOMEM. */
+/* 1: a line (maybe empty), 0: end of file, -E2BIG (line too long),
+ * -ENOMEM, or the read error (-EISDIR, -EIO, ...). */
 int agg_text_next(struct agg_text *tx, struct agg_text_line *ln);
 void agg_text_free(struct agg_text *tx);
 

@@ -300,6 +300,47 @@ static void test_built_plans_check(void)
 	agg_hosts_free(&h);
 }
 
+/* The same edges in any order are the same plan, and print the same. */
+static void test_canonical_order(void)
+{
+	static const char *hdr = "plan v1 scheme=rat\n"
+		"node ps0 10.90.0.100 bw=40 role=ps\nnode wa 10.90.0.1 bw=10\n"
+		"node wb 10.90.0.2 bw=25\nnode wc 10.90.0.3 bw=12\nnode wd 10.90.0.4 bw=12\n"
+		"tree 0 root=ps0 weight=1\n";
+	static const char *orders[] = {
+		"edge 0 wb ps0\nedge 0 wa wb\nedge 0 wc wb\nedge 0 wd wc\n",
+		"edge 0 wd wc\nedge 0 wc wb\nedge 0 wa wb\nedge 0 wb ps0\n",
+		"edge 0 wc wb\nedge 0 wd wc\nedge 0 wb ps0\nedge 0 wa wb\n",
+	};
+	char *first = NULL;
+	int same = 0;
+
+	for (size_t i = 0; i < 3; i++) {
+		char text[1024];
+		struct agg_plan p;
+		struct agg_diag d;
+		FILE *f;
+		char *out;
+
+		snprintf(text, sizeof(text), "%s%s", hdr, orders[i]);
+		f = fmemopen(text, strlen(text), "r");
+		agg_plan_read(&p, f, "p", &d);
+		fclose(f);
+		out = agg_plan_to_text(&p);
+		if (!first) {
+			first = out;
+			ok(strstr(out, "edge 0 wb ps0\nedge 0 wa wb\nedge 0 wc wb\nedge 0 wd wc\n") != NULL,
+			   "breadth first, children in node order");
+		} else {
+			same += !strcmp(first, out);
+			free(out);
+		}
+		agg_plan_free(&p);
+	}
+	is_int(same, 2, "edges read in any order print the same text");
+	free(first);
+}
+
 static void test_sizes(void)
 {
 	uint64_t v = 0;
@@ -322,6 +363,7 @@ int main(void)
 	test_plan_roundtrip();
 	test_plan_bad();
 	test_plan_check();
+	test_canonical_order();
 	test_built_plans_check();
 	test_sizes();
 	return done_testing();
