@@ -7,25 +7,61 @@ _agg_hot()
 	_init_completion -s || return
 
 	case $prev in
-	--sample | --online | --tau | --sketch | --coverage | --budget | \
-	--stripes | --seed | --pairs | --ids | --iters | --batch | \
-	--per-example | --zipf)
+	--sample | --online | --tau | --coverage | --budget | --stripes | \
+	--seed | --pairs | --ids | --iters | --batch | --per-example | \
+	--zipf | --drift)
 		return
 		;;
 	esac
 	$split && return
 
+	# The command is the first word that is neither an option nor its value.
+	local cmd= i
+	for ((i = 1; i < cword; i++)); do
+		case ${words[i]} in
+		--sample | --online | --tau | --coverage | --budget | --stripes | \
+		--seed | --pairs | --ids | --iters | --batch | --per-example | \
+		--zipf | --drift)
+			((i++))
+			;;
+		-*) ;;
+		*)
+			cmd=${words[i]}
+			break
+			;;
+		esac
+	done
+	case $cmd in
+	pack | compare | gen) ;;
+	*) cmd=identify ;;
+	esac
+
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W '--binary --sample --online --tau --sketch
-			--coverage --budget --stripes --seed --pairs --ids --iters
-			--batch --per-example --zipf --json --pretty --quiet --verbose
-			--help --usage --version' -- "$cur"))
-		[[ ${COMPREPLY-} == *= ]] && compopt -o nospace
+		case $cmd in
+		pack)
+			COMPREPLY=($(compgen -W '--pairs --binary --seed --json --pretty
+				--quiet --verbose --help --usage --version' -- "$cur"))
+			;;
+		compare)
+			COMPREPLY=($(compgen -W '--json --pretty --quiet --verbose --help
+				--usage --version' -- "$cur"))
+			;;
+		gen)
+			COMPREPLY=($(compgen -W '--ids --iters --batch --per-example --zipf
+				--drift --binary --seed --json --pretty --quiet --verbose
+				--help --usage --version' -- "$cur"))
+			;;
+		*)
+			COMPREPLY=($(compgen -W '--sample --online --tau --window --sketch
+				--coverage --budget --stripes --binary --seed --json --pretty
+				--quiet --verbose --help --usage --version' -- "$cur"))
+			;;
+		esac
 		return
 	fi
-	if ((cword == 1)); then
+	if [[ $cmd == identify ]] && ((i >= cword)); then
 		COMPREPLY=($(compgen -W 'pack compare gen' -- "$cur"))
 	fi
-	_filedir
+	[[ $cmd == gen ]] || _filedir
 } &&
 	complete -F _agg_hot agg-hot

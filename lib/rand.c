@@ -53,3 +53,14 @@ uint64_t agg_rand_below(struct agg_rand *r, uint64_t n)
 	/* Lemire's multiply-shift; the tiny bias is irrelevant here. */
 	return (uint64_t)(((unsigned __int128)agg_rand_u64(r) * n) >> 64);
 }
+
+uint64_t agg_gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}

@@ -16,4 +16,7 @@ double agg_rand_double(struct agg_rand *r);	/* [0, 1) */
 double agg_rand_normal(struct agg_rand *r);	/* N(0, 1) */
 uint64_t agg_rand_below(struct agg_rand *r, uint64_t n);	/* [0, n) */
 
+/* Greatest common divisor (Euclid); agg_gcd(0, 0) == 0. */
+uint64_t agg_gcd(uint64_t a, uint64_t b);
+
 #endif

@@ -8,18 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rand.h"
 #include "tree.h"
-
-static unsigned gcd(unsigned a, unsigned b)
-{
-	while (b) {
-		unsigned t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
 
 void agg_tree_weights(const double *share, int n, unsigned *w)
 {
@@ -54,7 +44,7 @@ void agg_tree_weights(const double *share, int n, unsigned *w)
 		double x = floor(share[i] / sum * (AGG_PLAN_MAX_PERIOD - n));
 
 		w[i] = x < 1 ? 1 : (unsigned)x;
-		g = gcd(g, w[i]);
+		g = agg_gcd(g, w[i]);
 	}
 	for (int i = 0; i < n; i++)
 		w[i] /= g;
