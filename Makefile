@@ -24,7 +24,7 @@ CPPFLAGS   += -Ilib -Ibpf -Ibuild -D_GNU_SOURCE \
               -DAGG_PIN_DIR='"$(AGG_PIN_DIR)"' \
               -DAGG_CACHE_DIR='"$(AGG_CACHE_DIR)"'
 LDLIBS     += -lbpf -lelf -lz -lpcap -lnuma -lm -lpthread
-BPF_CFLAGS ?= -O2 -g -Wall -target bpf -D__TARGET_ARCH_x86 -I$(ARCH_INC) -Ibpf
+BPF_CFLAGS ?= -O2 -g -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -I$(ARCH_INC) -Ibpf
 
 ifeq ($(V),1)
 Q :=

@@ -1,0 +1,554 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The agg data plane: one XDP program and one TC program per node, loaded
+ * and configured by agg-load for the node's role in every tree of a plan.
+ *
+ * XDP (agg_xdp), for every agg packet addressed to this node:
+ *   DATA from a child (or the local worker, injected with BPF_PROG_RUN):
+ *     add its values into the segment's slot unless that contributor is
+ *     already in; when every contributor is in, rewrite the packet with
+ *     the aggregate and XDP_TX it to the parent, or at the root turn it
+ *     into the RESULT and pass it to TC for the fan-out.
+ *   RESULT from the parent: store the values for the local worker (the
+ *     mmap-able "results" map), then fan out to the children through TC;
+ *     the packet that completes the iteration becomes the fetch signal,
+ *     delivered to agg-recv's UDP port (plan port + 1).
+ * Everything that is not agg traffic for this node passes untouched.
+ *
+ * TC ingress (agg_tc): a RESULT our XDP program flagged AGG_F_FANOUT is
+ * copied to every child of its tree with bpf_clone_redirect (XDP can send
+ * one frame per packet; a tree node has up to 63 children on one link).
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/udp.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "agg.h"
+
+/* Filled by agg-load before the load; the verifier sees them as constants. */
+const volatile __u32 cfg_job;
+const volatile __u64 cfg_token;
+const volatile __u16 cfg_port;		/* host order */
+const volatile __u32 cfg_self;		/* our node index */
+const volatile __u32 cfg_self_addr;	/* network order */
+const volatile __u8 cfg_mac[6];
+const volatile __u32 cfg_ifindex;
+const volatile __u32 cfg_worker;	/* 1: this node contributes and receives */
+const volatile __u32 cfg_segment = 128;	/* values per segment */
+const volatile __u32 cfg_nsegs = 1;	/* wire segments: exponents + data */
+const volatile __u32 cfg_nexp;		/* exponent segments (the first ones) */
+const volatile __u32 cfg_nslots = 1;	/* the slot pool */
+const volatile __u32 cfg_period = 1;	/* entries of "segmap" */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AGG_MAX_NODES);
+	__type(key, __u32);		/* IPv4 address, network order */
+	__type(value, __u32);		/* node index */
+} members SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGG_MAX_NODES);
+	__type(key, __u32);
+	__type(value, struct agg_node_info);
+} nodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGG_MAX_TREES);
+	__type(key, __u32);
+	__type(value, struct agg_tree_info);
+} trees SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGG_MAX_PERIOD);
+	__type(key, __u32);
+	__type(value, __u32);		/* tree of wire segment s: segmap[s % period] */
+} segmap SEC(".maps");
+
+struct agg_lock {
+	struct bpf_spin_lock lock;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);		/* the slot pool size, set by agg-load */
+	__type(key, __u32);
+	__type(value, struct agg_lock);
+} locks SEC(".maps");
+
+/* Value: struct agg_slot + segment s64 accumulators (size set by agg-load). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, 4);
+	__uint(value_size, sizeof(struct agg_slot) + 8);
+} slots SEC(".maps");
+
+/* Per-CPU scratch: one segment of int32 values. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, 4);
+	__uint(value_size, 8);
+} scratch SEC(".maps");
+
+/* One entry per wire segment: its int32 result values (mmap-able). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__uint(key_size, 4);
+	__uint(value_size, 8);
+} results SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct agg_meta);
+} meta SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGG_PROGRESS_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} progress SEC(".maps");
+
+/* The plan text the node was loaded with (agg-send, agg-recv read it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, 4);
+	__uint(value_size, 8);
+} plan SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, AGG_S_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void count(__u32 what)
+{
+	__u64 *c = bpf_map_lookup_elem(&stats, &what);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline int drop(__u32 why)
+{
+	count(why);
+	return XDP_DROP;
+}
+
+static __always_inline __u16 ip_csum(struct iphdr *ip)
+{
+	__u16 *w = (__u16 *)ip;
+	__u32 sum = 0;
+
+	ip->check = 0;
+#pragma clang loop unroll(full)
+	for (int i = 0; i < (int)sizeof(*ip) / 2; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+#define HDR_OFF (sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr))
+#define VAL_OFF (HDR_OFF + sizeof(struct agg_hdr))
+
+struct pkt {
+	struct ethhdr *eth;
+	struct iphdr *ip;
+	struct udphdr *udp;
+	struct agg_hdr *h;
+};
+
+/* Re-derive the header pointers (after a helper changed the packet). */
+static __always_inline int pkt_parse(struct xdp_md *ctx, struct pkt *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+
+	p->eth = data;
+	p->ip = data + sizeof(struct ethhdr);
+	p->udp = data + sizeof(struct ethhdr) + sizeof(struct iphdr);
+	p->h = data + HDR_OFF;
+	if ((void *)(p->h + 1) > end)
+		return -1;
+	return 0;
+}
+
+/* Address the packet from us to node n, as type with flags. */
+static __always_inline void pkt_address(struct pkt *p, const struct agg_node_info *n,
+					__u8 type, __u8 flags)
+{
+	__builtin_memcpy(p->eth->h_dest, n->mac, ETH_ALEN);
+	p->eth->h_source[0] = cfg_mac[0];
+	p->eth->h_source[1] = cfg_mac[1];
+	p->eth->h_source[2] = cfg_mac[2];
+	p->eth->h_source[3] = cfg_mac[3];
+	p->eth->h_source[4] = cfg_mac[4];
+	p->eth->h_source[5] = cfg_mac[5];
+	p->ip->saddr = cfg_self_addr;
+	p->ip->daddr = n->addr;
+	p->ip->ttl = 64;
+	p->ip->check = ip_csum(p->ip);
+	p->udp->source = bpf_htons(cfg_port);
+	p->udp->dest = bpf_htons(cfg_port);
+	p->udp->check = 0;	/* legal for IPv4; the stack's partial sum is not */
+	p->h->type = type;
+	p->h->flags = flags;
+	p->h->from = cfg_self;
+}
+
+/* (ver, seg) strictly newer than the slot's? */
+static __always_inline int newer(__u32 ver, __u32 seg, struct agg_slot *s)
+{
+	return ver > s->ver || (ver == s->ver && seg > s->seg);
+}
+
+static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
+				     struct agg_tree_info *ti, __u32 bit)
+{
+	__u32 seg = h->seg, ver = h->iter + 1, op = h->op, zero = 0;
+	__u32 si = seg % cfg_nslots, sat = 0;
+	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &si);
+	struct agg_slot *s = bpf_map_lookup_elem(&slots, &si);
+	__s32 *buf = bpf_map_lookup_elem(&scratch, &zero);
+	__u64 expect = ti->expect;
+	int verdict = 0, done = 0;
+	struct pkt p;
+
+	if (!lk || !s || !buf)
+		return XDP_ABORTED;
+	if (bpf_xdp_load_bytes(ctx, VAL_OFF, buf, cfg_segment * 4))
+		return drop(AGG_S_DROP_MALFORMED);
+
+	bpf_spin_lock(&lk->lock);
+	if (s->ver == ver && s->seg == seg) {
+		if (s->done || (s->bitmap & (1ULL << bit))) {
+			verdict = AGG_S_DROP_DUP;
+			goto out;
+		}
+		if (s->op != op) {
+			verdict = AGG_S_DROP_MALFORMED;
+			goto out;
+		}
+		if (op == AGG_OP_SUM) {
+#pragma clang loop unroll(disable)
+			for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
+				if (i >= cfg_segment)
+					break;
+				s->acc[i] += buf[i];
+			}
+		} else if (op == AGG_OP_MAX) {
+#pragma clang loop unroll(disable)
+			for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
+				if (i >= cfg_segment)
+					break;
+				if (buf[i] > s->acc[i])
+					s->acc[i] = buf[i];
+			}
+		} else {
+#pragma clang loop unroll(disable)
+			for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
+				if (i >= cfg_segment)
+					break;
+				if (buf[i] < s->acc[i])
+					s->acc[i] = buf[i];
+			}
+		}
+	} else if (newer(ver, seg, s)) {
+		/* The same iteration's older segment unfinished: the sender
+		 * overran the window.  A newer iteration abandons it. */
+		if (s->ver == ver && !s->done) {
+			verdict = AGG_S_DROP_BUSY;
+			goto out;
+		}
+		s->ver = ver;
+		s->seg = seg;
+		s->bitmap = 0;
+		s->done = 0;
+		s->op = op;
+#pragma clang loop unroll(disable)
+		for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
+			if (i >= cfg_segment)
+				break;
+			s->acc[i] = buf[i];
+		}
+	} else {
+		verdict = AGG_S_DROP_STALE;
+		goto out;
+	}
+	s->bitmap |= 1ULL << bit;
+	if (s->bitmap == expect) {
+		s->done = 1;
+		done = 1;
+#pragma clang loop unroll(disable)
+		for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
+			__s64 v;
+
+			if (i >= cfg_segment)
+				break;
+			v = s->acc[i];
+			/* Branch-free, or the verifier follows every path. */
+			sat |= (__u64)(AGG_SUM_LIMIT - v) >> 63;
+			if (v > AGG_SUM_LIMIT)
+				v = AGG_POISON_HI;
+			buf[i] = (__s32)v;
+		}
+	}
+out:
+	bpf_spin_unlock(&lk->lock);
+	if (verdict)
+		return drop(verdict);
+	count(AGG_S_ADDED);
+	if (!done)
+		return XDP_DROP;	/* consumed into the slot */
+
+	count(AGG_S_DONE);
+	if (sat && op == AGG_OP_SUM)
+		count(AGG_S_SATURATED);
+	if (bpf_xdp_store_bytes(ctx, VAL_OFF, buf, cfg_segment * 4))
+		return XDP_ABORTED;
+	if (pkt_parse(ctx, &p))
+		return XDP_ABORTED;
+	if (ti->parent >= 0) {
+		__u32 pi = ti->parent;
+		struct agg_node_info *n = bpf_map_lookup_elem(&nodes, &pi);
+
+		if (!n)
+			return XDP_ABORTED;
+		pkt_address(&p, n, AGG_T_DATA, 0);
+		count(AGG_S_FWD_UP);
+		return XDP_TX;
+	}
+	/* The root: the aggregate is the result; TC copies it to the children. */
+	{
+		struct agg_node_info self = { .addr = cfg_self_addr };
+
+		pkt_address(&p, &self, AGG_T_RESULT, AGG_F_FANOUT);
+	}
+	return XDP_PASS;
+}
+
+static __always_inline int result(struct xdp_md *ctx, struct agg_hdr *h,
+				  struct agg_tree_info *ti)
+{
+	__u32 seg = h->seg, ver = h->iter + 1, nkids = ti->nkids;
+	int signal = 0;
+	struct pkt p;
+
+	if (cfg_worker) {
+		struct agg_meta *m = bpf_map_lookup_elem(&meta, &seg);
+		void *res = bpf_map_lookup_elem(&results, &seg);
+		__u32 old, pk = ver % AGG_PROGRESS_SLOTS;
+		__u64 *pg = bpf_map_lookup_elem(&progress, &pk);
+
+		if (!m || !res || !pg)
+			return XDP_ABORTED;
+		old = m->ver;
+		if (old == ver)
+			return drop(AGG_S_DROP_DUP);
+		if (old > ver)
+			return drop(AGG_S_DROP_STALE);
+		if (bpf_xdp_load_bytes(ctx, VAL_OFF, res, cfg_segment * 4))
+			return drop(AGG_S_DROP_MALFORMED);
+		m->op = h->op;
+		if (__sync_val_compare_and_swap(&m->ver, old, ver) != old)
+			return drop(AGG_S_DROP_DUP);
+		count(AGG_S_RESULTS);
+		if (seg >= cfg_nexp) {
+			/* Count the iteration's data segments: (ver << 32) | n. */
+#pragma clang loop unroll(disable)
+			for (int i = 0; i < 16; i++) {
+				__u64 cur = *pg, nx;
+
+				nx = (cur >> 32) == ver ? cur + 1 : ((__u64)ver << 32) | 1;
+				if (__sync_val_compare_and_swap(pg, cur, nx) == cur) {
+					signal = (__u32)nx == cfg_nsegs - cfg_nexp;
+					break;
+				}
+			}
+		}
+	}
+	if (pkt_parse(ctx, &p))
+		return XDP_ABORTED;
+	if (nkids) {
+		struct agg_node_info self = { .addr = cfg_self_addr };
+
+		pkt_address(&p, &self, AGG_T_RESULT,
+			    AGG_F_FANOUT | (signal ? AGG_F_SIGNAL : 0));
+		return XDP_PASS;
+	}
+	if (!signal)
+		return XDP_DROP;	/* stored */
+	p.udp->dest = bpf_htons(cfg_port + 1);
+	p.udp->check = 0;
+	count(AGG_S_SIGNALS);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int agg_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = data + sizeof(*eth);
+	struct udphdr *udp = (void *)(ip + 1);
+	struct agg_hdr *h = (void *)(udp + 1);
+	struct agg_tree_info *ti;
+	__u32 *idx, tree, bit, from, k;
+
+	if ((void *)(udp + 1) > end)
+		return XDP_PASS;
+	if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->version != 4 ||
+	    ip->protocol != IPPROTO_UDP || (ip->frag_off & bpf_htons(0x3fff)) ||
+	    udp->dest != bpf_htons(cfg_port) || ip->daddr != cfg_self_addr)
+		return XDP_PASS;
+	count(AGG_S_RX);
+	if ((void *)(h + 1) > end)
+		return drop(AGG_S_DROP_MALFORMED);
+	if (h->magic != AGG_MAGIC || h->flags || h->rsvd || h->op >= AGG_OP_COUNT ||
+	    h->count != cfg_segment || h->iter == 0xffffffff ||
+	    bpf_ntohs(udp->len) != sizeof(*udp) + sizeof(*h) + cfg_segment * 4 ||
+	    bpf_ntohs(ip->tot_len) != sizeof(*ip) + sizeof(*udp) + sizeof(*h) + cfg_segment * 4)
+		return drop(AGG_S_DROP_MALFORMED);
+	if (h->job != cfg_job)
+		return drop(AGG_S_DROP_JOB);
+	if (h->token != cfg_token)
+		return drop(AGG_S_DROP_TOKEN);
+	idx = bpf_map_lookup_elem(&members, &ip->saddr);
+	from = h->from;
+	if (!idx || *idx != from)
+		return drop(AGG_S_DROP_MEMBER);
+	if (h->seg >= cfg_nsegs)
+		return drop(AGG_S_DROP_SEG);
+	if (h->seg < cfg_nexp && h->op != AGG_OP_MAX)
+		return drop(AGG_S_DROP_MALFORMED);
+	k = h->seg % cfg_period;
+	idx = bpf_map_lookup_elem(&segmap, &k);
+	if (!idx || *idx != h->tree)
+		return drop(AGG_S_DROP_ROUTE);
+	tree = h->tree;
+	ti = bpf_map_lookup_elem(&trees, &tree);
+	if (!ti)
+		return drop(AGG_S_DROP_ROUTE);
+
+	if (h->type == AGG_T_DATA) {
+		if (from == cfg_self) {
+			bit = ti->self_bit;
+		} else {
+			bit = 64;
+#pragma clang loop unroll(disable)
+			for (__u32 i = 0; i < AGG_MAX_KIDS; i++) {
+				if (i >= ti->nkids)
+					break;
+				if (ti->kid[i] == from) {
+					bit = i;
+					break;
+				}
+			}
+		}
+		if (bit >= 64 || !(ti->expect & (1ULL << bit)))
+			return drop(AGG_S_DROP_ROUTE);
+		return aggregate(ctx, h, ti, bit);
+	}
+	if (h->type == AGG_T_RESULT) {
+		if (ti->parent < 0 || (__u32)ti->parent != from)
+			return drop(AGG_S_DROP_ROUTE);
+		return result(ctx, h, ti);
+	}
+	return drop(AGG_S_DROP_MALFORMED);
+}
+
+#define IP_CSUM_OFF (sizeof(struct ethhdr) + __builtin_offsetof(struct iphdr, check))
+#define IP_DADDR_OFF (sizeof(struct ethhdr) + __builtin_offsetof(struct iphdr, daddr))
+#define UDP_DPORT_OFF (sizeof(struct ethhdr) + sizeof(struct iphdr) + \
+		       __builtin_offsetof(struct udphdr, dest))
+#define FLAGS_OFF (HDR_OFF + __builtin_offsetof(struct agg_hdr, flags))
+
+static __always_inline void tc_count(__u32 what)
+{
+	count(what);
+}
+
+SEC("tc")
+int agg_tc(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = data + sizeof(*eth);
+	struct udphdr *udp = (void *)(ip + 1);
+	struct agg_hdr *h = (void *)(udp + 1);
+	struct agg_tree_info *ti;
+	__u32 tree, cur, nkids;
+	__u8 flags, zero = 0;
+	__u16 port;
+
+	if ((void *)(h + 1) > end)
+		return TC_ACT_OK;
+	if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->protocol != IPPROTO_UDP ||
+	    udp->dest != bpf_htons(cfg_port) || h->magic != AGG_MAGIC ||
+	    !(h->flags & AGG_F_FANOUT) || ip->saddr != cfg_self_addr ||
+	    h->from != cfg_self || h->job != cfg_job)
+		return TC_ACT_OK;
+	flags = h->flags;
+	tree = h->tree;
+	cur = ip->daddr;
+	ti = bpf_map_lookup_elem(&trees, &tree);
+	if (!ti)
+		return TC_ACT_SHOT;
+	nkids = ti->nkids;
+	bpf_skb_store_bytes(skb, FLAGS_OFF, &zero, 1, 0);
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < AGG_MAX_KIDS; i++) {
+		struct agg_node_info *n;
+		__u32 kid;
+
+		if (i >= nkids)
+			break;
+		kid = ti->kid[i];
+		n = bpf_map_lookup_elem(&nodes, &kid);
+		if (!n)
+			break;
+		bpf_l3_csum_replace(skb, IP_CSUM_OFF, cur, n->addr, 4);
+		bpf_skb_store_bytes(skb, IP_DADDR_OFF, &n->addr, 4, 0);
+		bpf_skb_store_bytes(skb, 0, n->mac, ETH_ALEN, 0);
+		cur = n->addr;
+		if (bpf_clone_redirect(skb, cfg_ifindex, 0))
+			tc_count(AGG_S_TX_FAIL);
+		else
+			tc_count(AGG_S_FANOUT);
+	}
+	if (!(flags & AGG_F_SIGNAL))
+		return TC_ACT_SHOT;
+	{
+		__u32 self = cfg_self_addr;
+
+		bpf_l3_csum_replace(skb, IP_CSUM_OFF, cur, self, 4);
+		bpf_skb_store_bytes(skb, IP_DADDR_OFF, &self, 4, 0);
+		port = bpf_htons(cfg_port + 1);
+		bpf_skb_store_bytes(skb, UDP_DPORT_OFF, &port, 2, 0);
+	}
+	tc_count(AGG_S_SIGNALS);
+	return TC_ACT_OK;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The agg wire format and the layout of the pinned maps, shared by the
+ * XDP/TC programs (bpf/agg.bpf.c) and the tools (lib/dp.c).  man 7 agg-wire
+ * documents all of it; keep the two in step.
+ *
+ * Every multi-byte field is little-endian: the header and the values.
+ */
+#ifndef AGG_BPF_AGG_H
+#define AGG_BPF_AGG_H
+
+#ifdef __bpf__
+#include <linux/types.h>
+#else
+#include <linux/types.h>
+#endif
+
+#define AGG_MAGIC		0xA9
+#define AGG_WIRE_VERSION	1
+
+/* hdr.type */
+enum {
+	AGG_T_DATA = 1,		/* a contribution or partial aggregate, child -> parent */
+	AGG_T_RESULT = 2,	/* a finished segment, parent -> children */
+};
+
+/* hdr.op */
+enum {
+	AGG_OP_SUM = 0,
+	AGG_OP_MAX = 1,
+	AGG_OP_MIN = 2,
+	AGG_OP_COUNT,
+};
+
+/* hdr.flags: set by the node's own XDP program for its TC program only;
+ * a packet from the wire with any flag set is malformed. */
+#define AGG_F_FANOUT	0x01	/* TC: copy to every child of hdr.tree */
+#define AGG_F_SIGNAL	0x02	/* TC: then deliver as the fetch signal */
+
+struct agg_hdr {
+	__u8 magic;		/* AGG_MAGIC */
+	__u8 type;		/* AGG_T_* */
+	__u8 op;		/* AGG_OP_* */
+	__u8 flags;		/* 0 on the wire */
+	__u16 tree;		/* the plan tree this segment belongs to */
+	__u16 from;		/* sender's node index in the plan */
+	__u32 job;
+	__u32 iter;		/* the training iteration */
+	__u32 seg;		/* wire segment: exponent segments first, then data */
+	__u16 count;		/* int32 values that follow (= plan segment) */
+	__u16 rsvd;		/* 0 */
+	__u64 token;		/* the plan's per-job token */
+} __attribute__((packed));
+
+/*
+ * Numbers.  A worker quantizes data segment d with the exponent e[d]
+ * agreed by a max-reduction (the exponent segments): q = rint(x * 2^(S-e)),
+ * S = 30 - ceil(log2 W) for W contributing workers, so |q| <= 2^S and any
+ * sum of W of them stays within +-2^30.  A non-finite input element is sent
+ * as AGG_POISON_HI (sum, max) or AGG_POISON_LO (min); an aggregator sends
+ * a sum above AGG_SUM_LIMIT on as AGG_POISON_HI, so poison survives every
+ * level and the receiver turns it into NaN.
+ */
+#define AGG_SUM_LIMIT		(1LL << 30)
+#define AGG_POISON_HI		0x7fffffff
+#define AGG_POISON_LO		(-0x7fffffff - 1)
+#define AGG_EXP_ZERO		(-1000)	/* exponent of an all-zero segment */
+
+#define AGG_MAX_SEGMENT		4096	/* values per segment in the data plane */
+#define AGG_MAX_KIDS		63	/* children per node per tree (+1 bit: self) */
+#define AGG_MAX_NODES		4096
+#define AGG_MAX_TREES		64
+#define AGG_MAX_PERIOD		1024
+
+/* The node's place in one tree ("trees" map, one entry per plan tree). */
+struct agg_tree_info {
+	__s32 parent;		/* node index, -1 at the root or when not in the tree */
+	__u32 nkids;		/* children in kid[] */
+	__u64 expect;		/* bitmap of contributors: bit i kid[i], bit nkids self */
+	__u32 kid[AGG_MAX_KIDS];
+	__u32 self_bit;		/* bit of the local worker, or 64 when not a worker */
+};
+
+/* "nodes" map: where to send to node i. */
+struct agg_node_info {
+	__u32 addr;		/* IPv4, network order */
+	__u8 mac[6];
+	__u16 rsvd;
+};
+
+/* "slots" map entry header; AGG segment s64 accumulators follow. */
+struct agg_slot {
+	__u32 ver;		/* iteration + 1; 0: never used */
+	__u32 seg;
+	__u64 bitmap;		/* contributors already added */
+	__u32 done;		/* 1: complete and sent on */
+	__u32 op;
+	__s64 acc[];
+};
+
+/* "meta" map (mmap-able, one per wire segment): the result's iteration. */
+struct agg_meta {
+	__u32 ver;		/* iteration + 1 of the result in "results" */
+	__u32 op;		/* the op that made it */
+};
+
+/* "progress" map: results stored per iteration, (ver << 32) | count. */
+#define AGG_PROGRESS_SLOTS	4
+
+/* Per-CPU counters ("stats" map, one __u64 each). */
+enum agg_stat {
+	AGG_S_RX,		/* agg packets for this job */
+	AGG_S_ADDED,		/* contributions added into a slot */
+	AGG_S_DONE,		/* slots completed */
+	AGG_S_FWD_UP,		/* partial aggregates sent to the parent (XDP_TX) */
+	AGG_S_FANOUT,		/* result copies sent to children (TC) */
+	AGG_S_RESULTS,		/* result segments stored for the local worker */
+	AGG_S_SIGNALS,		/* fetch signals delivered to agg-recv */
+	AGG_S_SATURATED,	/* sums past AGG_SUM_LIMIT sent on as poison */
+	AGG_S_DROP_DUP,		/* a contributor already in the slot */
+	AGG_S_DROP_STALE,	/* an older iteration or segment than the slot's */
+	AGG_S_DROP_BUSY,	/* the slot still holds an unfinished segment */
+	AGG_S_DROP_MALFORMED,	/* bad magic, version, length, count, flags, op */
+	AGG_S_DROP_JOB,		/* another job on our port */
+	AGG_S_DROP_TOKEN,	/* wrong token */
+	AGG_S_DROP_MEMBER,	/* source address not in the plan, or not its node */
+	AGG_S_DROP_ROUTE,	/* wrong tree, or not a child / the parent here */
+	AGG_S_DROP_SEG,		/* segment out of range */
+	AGG_S_TX_FAIL,		/* XDP_TX or clone failed */
+	AGG_S_COUNT,
+};
+
+#define AGG_STAT_NAMES { \
+	"rx", "added", "done", "fwd_up", "fanout", "results", "signals", \
+	"saturated", "drop_dup", "drop_stale", "drop_busy", "drop_malformed", \
+	"drop_job", "drop_token", "drop_member", "drop_route", "drop_seg", \
+	"tx_fail", }
+
+#endif

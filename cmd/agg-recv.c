@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* agg-recv: wait for an iteration's result and write it as raw float32. */
+#include <argp.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dp.h"
+#include "json.h"
+#include "log.h"
+#include "opts.h"
+#include "quant.h"
+
+static struct {
+	const char *file;
+	uint32_t iter;
+	double timeout;
+} env = { .timeout = 30 };
+
+enum { OPT_ITER = 0x100, OPT_TIMEOUT };
+
+static const char doc[] =
+"Wait for iteration N's aggregated gradient on this node and write it to\n"
+"FILE (or standard output) as raw little-endian float32 values.  The XDP\n"
+"program stores the result segments in a pinned map and signals when the\n"
+"last one is in; agg-recv reads the map.  Start it before or after\n"
+"agg-send(1).\n"
+"\n"
+"EXAMPLES:\n"
+"  agg-recv --iter 3 > sum.bin\n"
+"  agg-recv --node w2 --iter 3 --timeout 5 sum.bin\n"
+"\v"
+"Exit status: 0 ok, 1 timed out (the missing segments are named), 2 bad\n"
+"usage, 3 system failure.";
+
+static const struct argp_option options[] = {
+	{ "iter", OPT_ITER, "N", 0, "Iteration number (default 0)", 0 },
+	{ "timeout", OPT_TIMEOUT, "SEC", 0, "Give up after SEC seconds (default 30)", 0 },
+	{ 0 }
+};
+
+static error_t parse_opt(int key, char *arg, struct argp_state *state)
+{
+	uint64_t v;
+	double d;
+
+	switch (key) {
+	case OPT_ITER:
+		if (agg_parse_u64(arg, &v, NULL) || v >= UINT32_MAX)
+			argp_error(state, "bad iteration '%s' (0 to %u)", arg, UINT32_MAX - 1);
+		env.iter = (uint32_t)v;
+		break;
+	case OPT_TIMEOUT:
+		if (agg_parse_double(arg, &d, NULL) || !(d > 0) || d > 86400)
+			argp_error(state, "bad timeout '%s' (seconds, up to 86400)", arg);
+		env.timeout = d;
+		break;
+	case ARGP_KEY_ARG:
+		if (env.file)
+			argp_error(state, "one FILE at most");
+		env.file = arg;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The fetch signal's socket: plan port + 1 on the node's address. */
+static int signal_socket(const struct agg_node *n)
+{
+	struct sockaddr_in sa = {
+		.sin_family = AF_INET,
+		.sin_addr = n->plan.node[n->self].addr,
+		.sin_port = htons(n->plan.port + 1),
+	};
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (s < 0)
+		return -errno;
+	if (bind(s, (struct sockaddr *)&sa, sizeof(sa))) {
+		int err = -errno;
+
+		close(s);
+		return err;
+	}
+	return s;
+}
+
+/* Which plan nodes feed the missing segments: their trees' roots. */
+static void report_missing(const struct agg_node *n, uint32_t miss)
+{
+	char ranges[512];
+
+	agg_node_missing_ranges(n, n->l.nexp, n->l.nsegs, env.iter, ranges, sizeof(ranges));
+	agg_err("iteration %u: %u of %u result segments missing after %g s (wire segments %s%s)",
+		env.iter, miss, n->l.ndata, env.timeout, ranges,
+		agg_node_missing(n, 0, n->l.nexp, env.iter) ?
+		"; the exponents are missing too: some worker never sent" : "");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct argp_child children[] = {
+		{ &agg_target_argp, 0, "Target:", 0 },
+		{ &agg_common_argp, 0, "Output:", 0 },
+		{ 0 }
+	};
+	static const struct argp argp = {
+		.options = options, .parser = parse_opt, .args_doc = "[FILE]",
+		.doc = doc, .children = children,
+	};
+	struct agg_node n;
+	FILE *out = stdout;
+	float *y = NULL;
+	char why[600];
+	double t0 = now(), deadline = t0 + env.timeout;
+	uint32_t miss;
+	uint64_t nan = 0;
+	int rc = 0, err, sock = -1;
+
+	agg_opts_setup(argv[0]);
+	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
+		return AGG_EXIT_USAGE;
+	agg_opts_done(argv[0]);
+	agg_print_start(agg_common.json, agg_common.pretty);
+	deadline = t0 + env.timeout;
+
+	err = agg_node_open(&n, agg_target.pin_dir, agg_target.job, agg_target.node,
+			    why, sizeof(why));
+	if (err) {
+		agg_err("%s", why);
+		return agg_opts_exit(err == -ENOENT ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM);
+	}
+	if (n.plan.node[n.self].role != AGG_ROLE_WORKER) {
+		agg_err("node %s is a parameter server: it receives no result",
+			n.plan.node[n.self].name);
+		rc = AGG_EXIT_USAGE;
+		goto out;
+	}
+	/* Bind first, then look: a signal cannot fall between the two. */
+	sock = signal_socket(&n);
+	if (sock < 0) {
+		agg_err("cannot listen for the fetch signal on port %u: %s%s", n.plan.port + 1,
+			strerror(-sock), sock == -EADDRINUSE ?
+			" (another agg-recv for this node?)" : "");
+		rc = AGG_EXIT_SYSTEM;
+		goto out;
+	}
+	while ((miss = agg_node_missing(&n, n.l.nexp, n.l.nsegs, env.iter))) {
+		struct pollfd pfd = { .fd = sock, .events = POLLIN };
+		double left = deadline - now();
+		char buf[64];
+
+		if (left <= 0) {
+			report_missing(&n, miss);
+			rc = AGG_EXIT_PROBLEM;
+			goto out;
+		}
+		/* The signal wakes us; the map is the truth (poll it too). */
+		poll(&pfd, 1, left < 0.1 ? (int)(left * 1000) + 1 : 100);
+		while (recv(sock, buf, sizeof(buf), 0) > 0)
+			;
+	}
+
+	y = malloc(n.l.nvalues * sizeof(float) + 1);
+	if (!y) {
+		agg_err("out of memory");
+		rc = AGG_EXIT_SYSTEM;
+		goto out;
+	}
+	for (uint32_t d = 0; d < n.l.ndata; d++) {
+		uint64_t first = (uint64_t)d * n.l.segment;
+		size_t cnt = n.l.nvalues - first < n.l.segment ? n.l.nvalues - first : n.l.segment;
+		uint32_t seg = agg_wire_seg(&n.l, d);
+
+		agg_dequantize(n.results + (size_t)seg * n.l.segment, cnt,
+			       agg_node_exponent(&n, d), n.l.shift, n.meta[seg].op, y + first);
+	}
+	/* Still the same iteration after the copy?  (A next one overwrites.) */
+	if (agg_node_missing(&n, 0, n.l.nsegs, env.iter)) {
+		agg_err("iteration %u was overwritten by a newer one while reading it", env.iter);
+		rc = AGG_EXIT_PROBLEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < n.l.nvalues; i++)
+		nan += y[i] != y[i];
+	if (env.file && strcmp(env.file, "-")) {
+		out = fopen(env.file, "wb");
+		if (!out) {
+			agg_err("cannot create %s: %s", env.file, strerror(errno));
+			rc = AGG_EXIT_SYSTEM;
+			goto out;
+		}
+	}
+	if (fwrite(y, sizeof(float), n.l.nvalues, out) != n.l.nvalues || fflush(out)) {
+		agg_err("cannot write %s: %s", out == stdout ? "standard output" : env.file,
+			strerror(errno));
+		rc = AGG_EXIT_SYSTEM;
+	}
+	if (out != stdout && fclose(out) && !rc) {
+		agg_err("cannot write %s: %s", env.file, strerror(errno));
+		rc = AGG_EXIT_SYSTEM;
+	}
+	if (!rc)
+		agg_info("iteration %u: %" PRIu64 " values (%" PRIu64 " NaN) after %.3f s",
+			 env.iter, n.l.nvalues, nan, now() - t0);
+out:
+	free(y);
+	if (sock >= 0)
+		close(sock);
+	agg_node_close(&n);
+	return agg_opts_exit(rc);
+}

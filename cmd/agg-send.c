@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* agg-send: one iteration's gradient in (raw float32), into the trees. */
+#include <argp.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "dp.h"
+#include "json.h"
+#include "log.h"
+#include "opts.h"
+#include "quant.h"
+
+static struct {
+	const char *file;
+	uint32_t iter;
+	unsigned op;
+	double timeout;
+} env = { .timeout = 10 };
+
+enum { OPT_ITER = 0x100, OPT_OP, OPT_TIMEOUT };
+
+static const char doc[] =
+"Send this node's gradient for one iteration: FILE (or standard input) holds\n"
+"raw little-endian float32 values, exactly as many as the plan's size.  The\n"
+"values are cut into segments and sent up every tree of the plan, paced by\n"
+"the slot pool; agg-send exits once all of them are aggregated.  agg-recv(1)\n"
+"reads the result.\n"
+"\n"
+"EXAMPLES:\n"
+"  agg-send --iter 3 grad.bin\n"
+"  agg-send --node w2 --iter 3 --op max < grad.bin\n"
+"\v"
+"Exit status: 0 aggregated, 1 not aggregated within --timeout, 2 bad usage\n"
+"or bad input (wrong length), 3 system failure.";
+
+static const struct argp_option options[] = {
+	{ "iter", OPT_ITER, "N", 0, "Iteration number (default 0)", 0 },
+	{ "op", OPT_OP, "OP", 0, "sum (default), max or min", 0 },
+	{ "timeout", OPT_TIMEOUT, "SEC", 0,
+	  "Give up when nothing progresses for SEC seconds (default 10)", 0 },
+	{ 0 }
+};
+
+static error_t parse_opt(int key, char *arg, struct argp_state *state)
+{
+	uint64_t v;
+	double d;
+
+	switch (key) {
+	case OPT_ITER:
+		if (agg_parse_u64(arg, &v, NULL) || v >= UINT32_MAX)
+			argp_error(state, "bad iteration '%s' (0 to %u)", arg, UINT32_MAX - 1);
+		env.iter = (uint32_t)v;
+		break;
+	case OPT_OP:
+		if (!strcmp(arg, "sum"))
+			env.op = AGG_OP_SUM;
+		else if (!strcmp(arg, "max"))
+			env.op = AGG_OP_MAX;
+		else if (!strcmp(arg, "min"))
+			env.op = AGG_OP_MIN;
+		else
+			argp_error(state, "bad op '%s' (sum, max or min)", arg);
+		break;
+	case OPT_TIMEOUT:
+		if (agg_parse_double(arg, &d, NULL) || !(d > 0) || d > 86400)
+			argp_error(state, "bad timeout '%s' (seconds, up to 86400)", arg);
+		env.timeout = d;
+		break;
+	case ARGP_KEY_ARG:
+		if (env.file)
+			argp_error(state, "one FILE at most");
+		env.file = arg;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Read exactly want bytes of float32; exit status on failure. */
+static int read_input(float **out, uint64_t want)
+{
+	const char *name = env.file && strcmp(env.file, "-") ? env.file : "<stdin>";
+	FILE *f = stdin;
+	uint64_t got = 0;
+	char extra;
+	size_t n;
+
+	if (f != stdin || (env.file && strcmp(env.file, "-"))) {
+		f = fopen(env.file, "rb");
+		if (!f) {
+			agg_err("cannot open %s: %s", env.file, strerror(errno));
+			return errno == ENOENT || errno == EACCES ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
+		}
+	}
+	*out = malloc(want ? want : 1);
+	if (!*out) {
+		agg_err("out of memory for %" PRIu64 " bytes", want);
+		return AGG_EXIT_SYSTEM;
+	}
+	while (got < want && (n = fread((char *)*out + got, 1, want - got, f)) > 0)
+		got += n;
+	if (ferror(f)) {
+		agg_err("cannot read %s: %s", name, strerror(errno));
+		return errno == EISDIR ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
+	}
+	if (got < want || fread(&extra, 1, 1, f) == 1) {
+		agg_err("%s: %s%" PRIu64 " bytes, the plan's gradient is %" PRIu64
+			" bytes (%" PRIu64 " float32 values)", name,
+			got < want ? "" : "more than ", got, want, want / 4);
+		return AGG_EXIT_USAGE;
+	}
+	if (f != stdin)
+		fclose(f);
+	return 0;
+}
+
+struct sender {
+	struct agg_node *n;
+	int sock;
+	struct sockaddr_in *parent;	/* per tree: where a leaf sends */
+	bool *local;			/* per tree: aggregate here (BPF_PROG_RUN) */
+	uint8_t *frame;			/* eth + ip + udp + agg header + values */
+	size_t frame_len;
+	uint64_t sent_local, sent_remote;
+};
+
+static int sender_init(struct sender *s, struct agg_node *n)
+{
+	const struct agg_plan *p = &n->plan;
+	const struct agg_host *me = &p->node[n->self];
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = me->addr };
+	struct ethhdr *eth;
+	struct iphdr *ip;
+	struct udphdr *udp;
+
+	memset(s, 0, sizeof(*s));
+	s->n = n;
+	s->parent = calloc(p->ntrees, sizeof(*s->parent));
+	s->local = calloc(p->ntrees, sizeof(*s->local));
+	s->frame_len = sizeof(*eth) + sizeof(*ip) + sizeof(*udp) + sizeof(struct agg_hdr) +
+		       4 * (size_t)n->l.segment;
+	s->frame = calloc(1, s->frame_len);
+	if (!s->parent || !s->local || !s->frame)
+		return -ENOMEM;
+	for (int t = 0; t < p->ntrees; t++) {
+		int par = p->tree[t].parent[n->self];
+
+		for (int c = 0; c < p->nnodes; c++)
+			if (p->tree[t].parent[c] == n->self)
+				s->local[t] = true;
+		if (!s->local[t] && par < 0)
+			return -EINVAL;	/* a worker outside a tree: agg_plan_check forbids */
+		if (par >= 0) {
+			s->parent[t].sin_family = AF_INET;
+			s->parent[t].sin_addr = p->node[par].addr;
+			s->parent[t].sin_port = htons(p->port);
+		}
+	}
+	s->sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s->sock < 0 || bind(s->sock, (struct sockaddr *)&sa, sizeof(sa)))
+		return -errno;
+	/* The frame a local contribution enters our own XDP program with. */
+	eth = (struct ethhdr *)s->frame;
+	ip = (struct iphdr *)(eth + 1);
+	udp = (struct udphdr *)(ip + 1);
+	memcpy(eth->h_dest, n->nif.mac, 6);
+	memcpy(eth->h_source, n->nif.mac, 6);
+	eth->h_proto = htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_UDP;
+	ip->tot_len = htons(s->frame_len - sizeof(*eth));
+	ip->saddr = me->addr.s_addr;
+	ip->daddr = me->addr.s_addr;
+	udp->source = htons(p->port);
+	udp->dest = htons(p->port);
+	udp->len = htons(s->frame_len - sizeof(*eth) - sizeof(*ip));
+	return 0;
+}
+
+static struct agg_hdr *frame_hdr(struct sender *s)
+{
+	return (struct agg_hdr *)(s->frame + sizeof(struct ethhdr) + sizeof(struct iphdr) +
+				  sizeof(struct udphdr));
+}
+
+/* Send the segment in the frame's header and values. */
+static int send_seg(struct sender *s, uint32_t seg)
+{
+	const struct agg_plan *p = &s->n->plan;
+	struct agg_hdr *h = frame_hdr(s);
+	unsigned t = agg_plan_seg_tree(p, seg);
+
+	h->magic = AGG_MAGIC;
+	h->type = AGG_T_DATA;
+	h->tree = t;
+	h->from = s->n->self;
+	h->job = p->job;
+	h->iter = env.iter;
+	h->seg = seg;
+	h->count = s->n->l.segment;
+	h->token = p->token;
+	if (s->local[t]) {
+		struct xdp_md ctx = { .ingress_ifindex = s->n->nif.ifindex };
+		LIBBPF_OPTS(bpf_test_run_opts, o,
+			    .data_in = s->frame, .data_size_in = s->frame_len,
+			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx),
+			    .flags = BPF_F_TEST_XDP_LIVE_FRAMES, .repeat = 1);
+
+		if (bpf_prog_test_run_opts(s->n->fd_prog, &o))
+			return -errno;
+		s->sent_local++;
+		return 0;
+	}
+	for (;;) {
+		if (sendto(s->sock, h, s->frame_len - ((uint8_t *)h - s->frame), 0,
+			   (struct sockaddr *)&s->parent[t], sizeof(s->parent[t])) >= 0)
+			break;
+		if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		usleep(50);
+	}
+	s->sent_remote++;
+	return 0;
+}
+
+/* Wait until fewer than 'window' of [lo, upto) are outstanding... simply:
+ * until segment 'need' has its result, or time out. */
+static int wait_seg(struct sender *s, uint32_t seg, double *last_progress)
+{
+	while (agg_node_missing(s->n, seg, seg + 1, env.iter)) {
+		if (now() - *last_progress > env.timeout)
+			return -ETIMEDOUT;
+		usleep(50);
+	}
+	*last_progress = now();
+	return 0;
+}
+
+static int timeout_report(struct sender *s, uint32_t lo, uint32_t hi)
+{
+	char ranges[512];
+
+	agg_node_missing_ranges(s->n, lo, hi, env.iter, ranges, sizeof(ranges));
+	agg_err("iteration %u: %u of %u segments not aggregated after %g s without progress "
+		"(wire segments %s)", env.iter, agg_node_missing(s->n, lo, hi, env.iter),
+		hi - lo, env.timeout, ranges);
+	return AGG_EXIT_PROBLEM;
+}
+
+/* Send wire segments [lo, hi), keeping at most the pool in flight, and wait
+ * for all of them.  fill(s, seg) puts a segment's values into the frame. */
+static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
+		     void (*fill)(struct sender *, uint32_t, void *), void *ctx)
+{
+	uint32_t window = s->n->l.nslots;
+	double last = now();
+	int err;
+
+	frame_hdr(s)->op = op;
+	for (uint32_t seg = lo; seg < hi; seg++) {
+		if (seg >= lo + window && wait_seg(s, seg - window, &last))
+			return timeout_report(s, lo, hi);
+		fill(s, seg, ctx);
+		err = send_seg(s, seg);
+		if (err) {
+			agg_err("cannot send segment %u: %s", seg, strerror(-err));
+			return AGG_EXIT_SYSTEM;
+		}
+	}
+	for (uint32_t seg = hi > window ? hi - window : lo; seg < hi; seg++)
+		if (seg >= lo && wait_seg(s, seg, &last))
+			return timeout_report(s, lo, hi);
+	return 0;
+}
+
+struct grad {
+	const float *x;
+	const int32_t *exp;	/* own exponents (phase 0), agreed ones (phase 1) */
+};
+
+static int32_t *frame_vals(struct sender *s)
+{
+	return (int32_t *)(frame_hdr(s) + 1);
+}
+
+static void fill_exp(struct sender *s, uint32_t seg, void *ctx)
+{
+	const struct grad *g = ctx;
+	const struct agg_layout *l = &s->n->l;
+	int32_t *v = frame_vals(s);
+
+	for (uint32_t i = 0; i < l->segment; i++) {
+		uint64_t d = (uint64_t)seg * l->segment + i;
+
+		v[i] = d < l->ndata ? g->exp[d] : AGG_EXP_ZERO;
+	}
+}
+
+static void fill_data(struct sender *s, uint32_t seg, void *ctx)
+{
+	const struct grad *g = ctx;
+	const struct agg_layout *l = &s->n->l;
+	uint32_t d = seg - l->nexp;
+	uint64_t first = (uint64_t)d * l->segment;
+	size_t n = l->nvalues - first < l->segment ? l->nvalues - first : l->segment;
+
+	agg_quantize(g->x + first, n, l->segment, agg_node_exponent(s->n, d), l->shift,
+		     frame_hdr(s)->op, frame_vals(s));
+}
+
+int main(int argc, char **argv)
+{
+	static const struct argp_child children[] = {
+		{ &agg_target_argp, 0, "Target:", 0 },
+		{ &agg_common_argp, 0, "Output:", 0 },
+		{ 0 }
+	};
+	static const struct argp argp = {
+		.options = options, .parser = parse_opt, .args_doc = "[FILE]",
+		.doc = doc, .children = children,
+	};
+	struct agg_node n;
+	struct sender s;
+	struct grad g = { 0 };
+	int32_t *exps = NULL;
+	uint64_t nonfinite = 0;
+	float *x = NULL;
+	char why[600];
+	double t0;
+	int rc, err;
+
+	agg_opts_setup(argv[0]);
+	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
+		return AGG_EXIT_USAGE;
+	agg_opts_done(argv[0]);
+	agg_print_start(agg_common.json, agg_common.pretty);
+
+	err = agg_node_open(&n, agg_target.pin_dir, agg_target.job, agg_target.node,
+			    why, sizeof(why));
+	if (err) {
+		agg_err("%s", why);
+		return agg_opts_exit(err == -ENOENT ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM);
+	}
+	if (n.plan.node[n.self].role != AGG_ROLE_WORKER) {
+		agg_err("node %s is a parameter server: it has no gradient to send",
+			n.plan.node[n.self].name);
+		rc = AGG_EXIT_USAGE;
+		goto out;
+	}
+	rc = read_input(&x, n.l.nvalues * 4);
+	if (rc)
+		goto out;
+	t0 = now();
+	exps = malloc(sizeof(*exps) * (n.l.ndata ? n.l.ndata : 1));
+	if (!exps || sender_init(&s, &n)) {
+		agg_err("cannot set up sending: %s", strerror(errno));
+		rc = AGG_EXIT_SYSTEM;
+		goto out;
+	}
+	for (uint32_t d = 0; d < n.l.ndata; d++) {
+		uint64_t first = (uint64_t)d * n.l.segment;
+		size_t cnt = n.l.nvalues - first < n.l.segment ? n.l.nvalues - first : n.l.segment;
+
+		exps[d] = agg_quant_exponent(x + first, cnt, &nonfinite);
+	}
+	if (nonfinite)
+		agg_warn("%" PRIu64 " NaN or Inf values in the input: those elements will be NaN in the result",
+			 nonfinite);
+	g.x = x;
+	g.exp = exps;
+	/* Phase 0: the exponents, max-reduced; phase 1: the values. */
+	rc = run_phase(&s, 0, n.l.nexp, AGG_OP_MAX, fill_exp, &g);
+	if (!rc)
+		rc = run_phase(&s, n.l.nexp, n.l.nsegs, env.op, fill_data, &g);
+	if (rc)
+		goto out;
+	agg_info("iteration %u: %u segments aggregated (%" PRIu64 " here, %" PRIu64
+		 " sent) in %.3f s", env.iter, n.l.nsegs, s.sent_local, s.sent_remote,
+		 now() - t0);
+	if (agg_print_json()) {
+		agg_print_obj_open(NULL);
+		agg_print_uint("iter", NULL, env.iter);
+		agg_print_uint("segments", NULL, n.l.nsegs);
+		agg_print_uint("local", NULL, s.sent_local);
+		agg_print_uint("sent", NULL, s.sent_remote);
+		agg_print_uint("nonfinite", NULL, nonfinite);
+		agg_print_float("seconds", NULL, now() - t0);
+		agg_print_obj_close();
+	}
+out:
+	free(x);
+	free(exps);
+	agg_node_close(&n);
+	return agg_opts_exit(rc);
+}

@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Data-plane helpers shared by the tools: the segment layout, the pin
+ * directory, the node's interface and its peers' MAC addresses, and the
+ * opened state of a loaded node.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if_arp.h>
+#include <linux/if_ether.h>
+#include <netpacket/packet.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "dp.h"
+#include "quant.h"
+
+const char *const agg_pin_names[] = {
+	"xdp_link", "tc_link", "xdp_prog", "plan", "members", "nodes", "trees",
+	"segmap", "locks", "slots", "scratch", "results", "meta", "progress",
+	"stats", NULL,
+};
+
+int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
+		  char *why, size_t whylen)
+{
+	uint64_t ndata;
+	unsigned w = 0;
+
+	memset(l, 0, sizeof(*l));
+	if (p->size == 0 || p->size % 4) {
+		snprintf(why, whylen, "size=%llu is not a whole number of float32 values",
+			 (unsigned long long)p->size);
+		return -EINVAL;
+	}
+	if (p->segment < 2 || p->segment > AGG_MAX_SEGMENT || p->segment % 2) {
+		snprintf(why, whylen, "segment=%u: the data plane takes an even number from 2 to %d",
+			 p->segment, AGG_MAX_SEGMENT);
+		return -EINVAL;
+	}
+	if (p->nnodes > AGG_MAX_NODES || p->ntrees > AGG_MAX_TREES ||
+	    p->period > AGG_MAX_PERIOD) {
+		snprintf(why, whylen, "the data plane takes at most %d nodes, %d trees",
+			 AGG_MAX_NODES, AGG_MAX_TREES);
+		return -EINVAL;
+	}
+	l->nvalues = p->size / 4;
+	l->segment = p->segment;
+	ndata = (l->nvalues + p->segment - 1) / p->segment;
+	l->nexp = (uint32_t)((ndata + p->segment - 1) / p->segment);
+	if (ndata + l->nexp >= UINT32_MAX / 2) {
+		snprintf(why, whylen, "size=%llu needs too many segments",
+			 (unsigned long long)p->size);
+		return -EINVAL;
+	}
+	l->ndata = (uint32_t)ndata;
+	l->nsegs = l->ndata + l->nexp;
+	l->nslots = p->slots * (uint32_t)p->ntrees;
+	if (l->nslots == 0 || l->nslots > 1u << 20) {
+		snprintf(why, whylen, "slots=%u x %d trees: the pool takes 1 to %u entries",
+			 p->slots, p->ntrees, 1u << 20);
+		return -EINVAL;
+	}
+	for (int i = 0; i < p->nnodes; i++)
+		w += p->node[i].role == AGG_ROLE_WORKER;
+	if (w == 0 || w > 1u << 20) {
+		snprintf(why, whylen, "the plan has no workers");
+		return -EINVAL;
+	}
+	l->workers = w;
+	l->shift = agg_quant_shift(w);
+	return 0;
+}
+
+int agg_pin_path(char *buf, size_t len, const char *pin_dir, uint32_t job,
+		 const char *node, const char *name)
+{
+	int n;
+
+	if (name)
+		n = snprintf(buf, len, "%s/%u/%s/%s", pin_dir, job, node, name);
+	else if (node)
+		n = snprintf(buf, len, "%s/%u/%s", pin_dir, job, node);
+	else
+		n = snprintf(buf, len, "%s/%u", pin_dir, job);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int agg_bpffs_check(const char *dir)
+{
+	char path[512];
+	struct statfs fs;
+
+	snprintf(path, sizeof(path), "%s", dir);
+	/* The nearest existing ancestor must be on bpffs. */
+	for (;;) {
+		char *slash;
+
+		if (statfs(path, &fs) == 0)
+			return fs.f_type == BPF_FS_MAGIC ? 0 : -ENOTSUP;
+		if (errno != ENOENT)
+			return -errno;
+		slash = strrchr(path, '/');
+		if (!slash || slash == path)
+			return -ENOENT;
+		*slash = '\0';
+	}
+}
+
+int agg_pin_lock(const char *dir, bool wait)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB))) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int netif_fill(const char *name, struct agg_netif *out)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), err = 0;
+
+	if (s < 0)
+		return -errno;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	snprintf(out->name, sizeof(out->name), "%s", name);
+	if (ioctl(s, SIOCGIFINDEX, &ifr))
+		err = -errno;
+	else
+		out->ifindex = ifr.ifr_ifindex;
+	if (!err && ioctl(s, SIOCGIFHWADDR, &ifr))
+		err = -errno;
+	else if (!err)
+		memcpy(out->mac, ifr.ifr_hwaddr.sa_data, 6);
+	if (!err && ioctl(s, SIOCGIFMTU, &ifr))
+		err = -errno;
+	else if (!err)
+		out->mtu = ifr.ifr_mtu;
+	close(s);
+	return err == -ENODEV || err == -ENXIO ? -ENODEV : err;
+}
+
+int agg_netif_find(struct in_addr addr, const char *dev, struct agg_netif *out)
+{
+	struct ifaddrs *ifa, *i;
+	int err = -ENODEV;
+
+	memset(out, 0, sizeof(*out));
+	if (dev && *dev)
+		return netif_fill(dev, out);
+	if (getifaddrs(&ifa))
+		return -errno;
+	for (i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+			continue;
+		if (((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == addr.s_addr) {
+			err = netif_fill(i->ifa_name, out);
+			break;
+		}
+	}
+	freeifaddrs(ifa);
+	return err;
+}
+
+bool agg_addr_is_local(struct in_addr addr)
+{
+	struct agg_netif nif;
+
+	return agg_netif_find(addr, NULL, &nif) == 0;
+}
+
+struct arp_pkt {
+	uint16_t htype, ptype;
+	uint8_t hlen, plen;
+	uint16_t op;
+	uint8_t sha[6];
+	uint8_t spa[4];
+	uint8_t tha[6];
+	uint8_t tpa[4];
+} __attribute__((packed));
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+int agg_arp_resolve(const struct agg_netif *nif, struct in_addr self,
+		    struct in_addr addr, int timeout_ms, uint8_t mac[6])
+{
+	struct sockaddr_ll sll = {
+		.sll_family = AF_PACKET,
+		.sll_protocol = htons(ETH_P_ARP),
+		.sll_ifindex = nif->ifindex,
+		.sll_halen = 6,
+		.sll_addr = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
+	};
+	struct arp_pkt req = {
+		.htype = htons(ARPHRD_ETHER), .ptype = htons(ETH_P_IP),
+		.hlen = 6, .plen = 4, .op = htons(ARPOP_REQUEST),
+	};
+	long deadline = now_ms() + timeout_ms, next = 0;
+	int s, err = -ETIMEDOUT;
+
+	s = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_ARP));
+	if (s < 0)
+		return -errno;
+	if (bind(s, (struct sockaddr *)&sll, sizeof(sll))) {
+		err = -errno;
+		goto out;
+	}
+	memcpy(req.sha, nif->mac, 6);
+	memcpy(req.spa, &self, 4);
+	memcpy(req.tpa, &addr, 4);
+	for (;;) {
+		long t = now_ms();
+		struct pollfd pfd = { .fd = s, .events = POLLIN };
+		struct arp_pkt rep;
+		ssize_t n;
+
+		if (t >= deadline)
+			break;
+		if (t >= next) {	/* ask again every 200 ms */
+			if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&sll,
+				   sizeof(sll)) < 0) {
+				err = -errno;
+				goto out;
+			}
+			next = t + 200;
+		}
+		if (poll(&pfd, 1, (int)((next < deadline ? next : deadline) - t)) <= 0)
+			continue;
+		n = recv(s, &rep, sizeof(rep), 0);
+		if (n < (ssize_t)sizeof(rep) || rep.op != htons(ARPOP_REPLY) ||
+		    memcmp(rep.spa, &addr, 4))
+			continue;
+		memcpy(mac, rep.sha, 6);
+		err = 0;
+		break;
+	}
+out:
+	close(s);
+	return err;
+}
+
+char *agg_pin_plan_text(const char *dir)
+{
+	char path[600];
+	struct bpf_map_info info;
+	uint32_t len = sizeof(info), key = 0;
+	char *buf;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/plan", dir);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return NULL;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) || info.value_size < 1) {
+		close(fd);
+		return NULL;
+	}
+	buf = calloc(1, info.value_size + 1);
+	if (buf && bpf_map_lookup_elem(fd, &key, buf)) {
+		free(buf);
+		buf = NULL;
+	}
+	close(fd);
+	return buf;
+}
+
+/* The only directory entry of dir that is a number (job) or any name
+ * (node) for which ok() holds; -ENOENT none, -EEXIST several. */
+static int only_entry(const char *dir, char *out, size_t len,
+		      bool (*ok)(const char *dir, const char *name, void *ctx), void *ctx)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int found = 0;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || !ok(dir, e->d_name, ctx))
+			continue;
+		if (found++ == 0)
+			snprintf(out, len, "%s", e->d_name);
+	}
+	closedir(d);
+	return found == 0 ? -ENOENT : found > 1 ? -EEXIST : 0;
+}
+
+static bool is_job(const char *dir, const char *name, void *ctx)
+{
+	return strspn(name, "0123456789") == strlen(name);
+}
+
+/* A node directory whose plan puts that node's address on this host. */
+static bool is_local_node(const char *dir, const char *name, void *ctx)
+{
+	char path[600], *text;
+	struct agg_plan p;
+	struct agg_diag d;
+	bool local = false;
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	text = agg_pin_plan_text(path);
+	if (!text)
+		return false;
+	f = fmemopen(text, strlen(text), "r");
+	agg_plan_init(&p);
+	if (f && agg_plan_read(&p, f, path, &d) == 0 &&
+	    (i = agg_plan_find(&p, name)) >= 0)
+		local = agg_addr_is_local(p.node[i].addr);
+	if (f)
+		fclose(f);
+	agg_plan_free(&p);
+	free(text);
+	return local;
+}
+
+static void *map_mmap(int fd, size_t *len, const char *path)
+{
+	struct bpf_map_info info;
+	uint32_t il = sizeof(info);
+	void *m;
+
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &il))
+		return NULL;
+	*len = (size_t)((info.value_size + 7) & ~7u) * info.max_entries;
+	m = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+int agg_node_locate(const char *pin_dir, const char *job, const char *node,
+		    char *dir, size_t dirlen, char *why, size_t whylen)
+{
+	char jobdir[512], jobname[32], nodename[256];
+	int err;
+
+	err = agg_bpffs_check(pin_dir);
+	if (err) {
+		snprintf(why, whylen, "%s: %s", pin_dir, err == -ENOTSUP ?
+			 "not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)" :
+			 err == -ENOENT ? "no bpf filesystem mounted" : strerror(-err));
+		return -ENOENT;
+	}
+	if (job) {
+		snprintf(jobname, sizeof(jobname), "%s", job);
+		snprintf(jobdir, sizeof(jobdir), "%s/%s", pin_dir, jobname);
+		if (access(jobdir, F_OK)) {
+			snprintf(why, whylen, "job %s is not loaded (no %s)", job, jobdir);
+			return -ENOENT;
+		}
+	} else {
+		err = only_entry(pin_dir, jobname, sizeof(jobname), is_job, NULL);
+		if (err) {
+			snprintf(why, whylen, err == -EEXIST ?
+				 "several jobs are loaded under %s: say which with --job" :
+				 "no job is loaded under %s", pin_dir);
+			return -ENOENT;
+		}
+	}
+	snprintf(jobdir, sizeof(jobdir), "%s/%s", pin_dir, jobname);
+	if (node) {
+		snprintf(nodename, sizeof(nodename), "%s", node);
+	} else {
+		err = only_entry(jobdir, nodename, sizeof(nodename), is_local_node, NULL);
+		if (err) {
+			snprintf(why, whylen, err == -EEXIST ?
+				 "several nodes of job %s are on this host: say which with --node" :
+				 "no node of job %s is loaded for an address of this host (--node)",
+				 jobname);
+			return -ENOENT;
+		}
+	}
+	if (snprintf(dir, dirlen, "%s/%s", jobdir, nodename) >= (int)dirlen)
+		return -ENAMETOOLONG;
+	if (access(dir, F_OK)) {
+		snprintf(why, whylen, "node %s of job %s is not loaded (no %s)",
+			 nodename, jobname, dir);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
+		  const char *node, char *why, size_t whylen)
+{
+	const char *nodename;
+	char path[600], *text;
+	struct agg_diag d;
+	FILE *f;
+	int err;
+
+	memset(n, 0, sizeof(*n));
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_prog = -1;
+	agg_plan_init(&n->plan);
+	err = agg_node_locate(pin_dir, job, node, n->dir, sizeof(n->dir), why, whylen);
+	if (err)
+		return err;
+	nodename = strrchr(n->dir, '/') + 1;
+	text = agg_pin_plan_text(n->dir);
+	if (!text) {
+		snprintf(why, whylen, "%s: no plan pinned (a half-done agg-load? run it again)",
+			 n->dir);
+		return -ENOENT;
+	}
+	f = fmemopen(text, strlen(text), "r");
+	err = f ? agg_plan_read(&n->plan, f, n->dir, &d) : -ENOMEM;
+	if (f)
+		fclose(f);
+	free(text);
+	if (err) {
+		snprintf(why, whylen, "%s: the stored plan does not read: %s", n->dir, d.msg);
+		return -EIO;
+	}
+	n->self = agg_plan_find(&n->plan, nodename);
+	if (n->self < 0 || agg_layout_of(&n->plan, &n->l, why, whylen)) {
+		snprintf(why, whylen, "%s: the stored plan has no node %s", n->dir, nodename);
+		return -EIO;
+	}
+#define OPEN_PIN(fd, name) do { \
+		snprintf(path, sizeof(path), "%s/%s", n->dir, name); \
+		fd = bpf_obj_get(path); \
+		if (fd < 0) { \
+			err = -errno; \
+			snprintf(why, whylen, "%s: %s", path, strerror(errno)); \
+			return err; \
+		} \
+	} while (0)
+	OPEN_PIN(n->fd_stats, "stats");
+	OPEN_PIN(n->fd_prog, "xdp_prog");
+	OPEN_PIN(n->fd_meta, "meta");
+	OPEN_PIN(n->fd_results, "results");
+#undef OPEN_PIN
+	n->meta = map_mmap(n->fd_meta, &n->meta_len, "meta");
+	n->results = map_mmap(n->fd_results, &n->results_len, "results");
+	if (!n->meta || !n->results) {
+		snprintf(why, whylen, "%s: cannot map the results: %s", n->dir, strerror(errno));
+		return -errno;
+	}
+	err = agg_netif_find(n->plan.node[n->self].addr, n->plan.node[n->self].dev, &n->nif);
+	if (err) {
+		snprintf(why, whylen, "node %s: no interface with address %s here",
+			 nodename, inet_ntoa(n->plan.node[n->self].addr));
+		return err;
+	}
+	return 0;
+}
+
+void agg_node_close(struct agg_node *n)
+{
+	if (n->meta)
+		munmap((void *)n->meta, n->meta_len);
+	if (n->results)
+		munmap((void *)n->results, n->results_len);
+	if (n->fd_results >= 0)
+		close(n->fd_results);
+	if (n->fd_meta >= 0)
+		close(n->fd_meta);
+	if (n->fd_stats >= 0)
+		close(n->fd_stats);
+	if (n->fd_prog >= 0)
+		close(n->fd_prog);
+	agg_plan_free(&n->plan);
+	memset(n, 0, sizeof(*n));
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_prog = -1;
+}
+
+static uint32_t meta_ver(const struct agg_node *n, uint32_t s)
+{
+	return __atomic_load_n(&n->meta[s].ver, __ATOMIC_ACQUIRE);
+}
+
+uint32_t agg_node_missing(const struct agg_node *n, uint32_t lo, uint32_t hi,
+			  uint32_t iter)
+{
+	uint32_t miss = 0;
+
+	for (uint32_t s = lo; s < hi; s++)
+		miss += meta_ver(n, s) != iter + 1;
+	return miss;
+}
+
+void agg_node_missing_ranges(const struct agg_node *n, uint32_t lo, uint32_t hi,
+			     uint32_t iter, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (uint32_t s = lo; s < hi; s++) {
+		uint32_t e = s;
+		int w;
+
+		if (meta_ver(n, s) == iter + 1)
+			continue;
+		while (e + 1 < hi && meta_ver(n, e + 1) != iter + 1)
+			e++;
+		if (e == s)
+			w = snprintf(buf + used, len - used, "%s%u", used ? "," : "", s);
+		else
+			w = snprintf(buf + used, len - used, "%s%u-%u", used ? "," : "", s, e);
+		if (w < 0 || (size_t)w >= len - used) {
+			if (len > 4)
+				strcpy(buf + len - 4, "...");
+			return;
+		}
+		used += w;
+		s = e;
+	}
+}
+
+int32_t agg_node_exponent(const struct agg_node *n, uint32_t d)
+{
+	return n->results[d];	/* exponent segments come first, one value per data segment */
+}

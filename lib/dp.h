@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#ifndef AGG_DP_H
+#define AGG_DP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include "agg.h"
+#include "plan.h"
+
+/*
+ * The data plane as the tools see it: how a plan's gradient maps onto
+ * wire segments, where a node's state is pinned, and how to open it.
+ */
+
+/* How the gradient is cut (man 7 agg-wire, "Segments"). */
+struct agg_layout {
+	uint64_t nvalues;	/* float32 values per iteration */
+	uint32_t segment;	/* values per segment */
+	uint32_t ndata;		/* data segments */
+	uint32_t nexp;		/* exponent segments, sent first */
+	uint32_t nsegs;		/* ndata + nexp: wire segments 0..nsegs-1 */
+	uint32_t nslots;	/* the slot pool of every node: slots x trees */
+	uint32_t workers;	/* W: nodes that contribute */
+	int shift;		/* S of the quantization */
+};
+
+/* Fill l from p; -EINVAL with why set when the data plane cannot run it. */
+int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
+		  char *why, size_t whylen);
+
+/* The maps and links a node pins, in unload order. */
+extern const char *const agg_pin_names[];
+
+/* PIN_DIR/JOB/NODE[/name] into buf; -ENAMETOOLONG if it does not fit. */
+int agg_pin_path(char *buf, size_t len, const char *pin_dir, uint32_t job,
+		 const char *node, const char *name);
+
+/* Make sure bpffs is mounted at (or above) dir; -errno. */
+int agg_bpffs_check(const char *dir);
+
+/* Take the node directory's lock (flock); fd or -errno (-EWOULDBLOCK: busy). */
+int agg_pin_lock(const char *dir, bool wait);
+
+/*
+ * The interface that holds addr in this network namespace: name, index,
+ * MAC.  dev (may be "") names it instead.  -ENODEV when none.
+ */
+struct agg_netif {
+	char name[IF_NAMESIZE];
+	int ifindex;
+	uint8_t mac[6];
+	int mtu;
+};
+int agg_netif_find(struct in_addr addr, const char *dev, struct agg_netif *out);
+/* Is addr configured on an interface of this namespace? */
+bool agg_addr_is_local(struct in_addr addr);
+/* ARP for addr on the interface: 0 and mac, or -errno (-ETIMEDOUT). */
+int agg_arp_resolve(const struct agg_netif *nif, struct in_addr self,
+		    struct in_addr addr, int timeout_ms, uint8_t mac[6]);
+
+/* A loaded node opened by agg-send, agg-recv, agg-stat and agg-check. */
+struct agg_node {
+	struct agg_plan plan;
+	struct agg_layout l;
+	int self;		/* node index */
+	char dir[512];		/* its pin directory */
+	int fd_results, fd_meta, fd_stats, fd_prog;
+	const int32_t *results;	/* mmap: nsegs x segment values */
+	const struct agg_meta *meta; /* mmap: nsegs entries */
+	size_t results_len, meta_len;
+	struct agg_netif nif;
+};
+
+/*
+ * Open the node pinned under pin_dir: job and node may be NULL (the only
+ * job; the node whose address is on this host).  Returns 0, -ENOENT with
+ * why set when nothing matches, or another -errno.
+ */
+/* Find the pin directory of job/node (NULL: the only job; the local node). */
+int agg_node_locate(const char *pin_dir, const char *job, const char *node,
+		    char *dir, size_t dirlen, char *why, size_t whylen);
+int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
+		  const char *node, char *why, size_t whylen);
+void agg_node_close(struct agg_node *n);
+
+/* Read the plan text stored in a node's "plan" map (malloc'd) or NULL. */
+char *agg_pin_plan_text(const char *dir);
+
+/* The wire segment of data segment d, and the tree of wire segment s. */
+static inline uint32_t agg_wire_seg(const struct agg_layout *l, uint32_t d)
+{
+	return l->nexp + d;
+}
+
+/* Wire segments in [lo, hi) whose result is not iteration iter yet. */
+uint32_t agg_node_missing(const struct agg_node *n, uint32_t lo, uint32_t hi,
+			  uint32_t iter);
+/* The same as ranges of data segments ("0-99,130"), at most len bytes. */
+void agg_node_missing_ranges(const struct agg_node *n, uint32_t lo, uint32_t hi,
+			     uint32_t iter, char *buf, size_t len);
+/* The agreed exponent of data segment d (valid once its exponent segment
+ * of iter is in). */
+int32_t agg_node_exponent(const struct agg_node *n, uint32_t d);
+
+#endif

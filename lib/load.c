@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * agg_load: put one node of a plan on this host (man 1 agg-load).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agg.skel.h"
+#include "dp.h"
+#include "load.h"
+#include "log.h"
+
+#ifndef BPF_TCX_INGRESS_VAL
+#define BPF_TCX_INGRESS_VAL 46	/* enum bpf_attach_type, kernel >= 6.6 */
+#endif
+
+#define FAIL(err_, ...) do { snprintf(why, whylen, __VA_ARGS__); rc = (err_); goto out; } while (0)
+
+static int link_create(int prog_fd, int ifindex, unsigned type, unsigned flags)
+{
+	union bpf_attr attr;
+	long fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.link_create.prog_fd = prog_fd;
+	attr.link_create.target_fd = ifindex;
+	attr.link_create.attach_type = type;
+	attr.link_create.flags = flags;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[512];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	return mkdir(buf, 0700) && errno != EEXIST ? -errno : 0;
+}
+
+static void unpin_all(const char *dir)
+{
+	char path[600];
+
+	for (int i = 0; agg_pin_names[i]; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, agg_pin_names[i]);
+		unlink(path);
+	}
+}
+
+int agg_unload_dir(const char *dir, char *why, size_t whylen)
+{
+	char jobdir[512], *slash;
+	int lock = agg_pin_lock(dir, true);
+
+	if (lock < 0) {
+		snprintf(why, whylen, "%s: %s", dir, strerror(-lock));
+		return lock;
+	}
+	/* "plan" first: a half-removed node no longer looks loaded. */
+	{
+		char path[600];
+
+		snprintf(path, sizeof(path), "%s/plan", dir);
+		unlink(path);
+	}
+	unpin_all(dir);
+	if (rmdir(dir)) {
+		int err = -errno;
+
+		snprintf(why, whylen, "%s: %s (files agg does not know of?)", dir,
+			 strerror(errno));
+		close(lock);
+		return err;
+	}
+	close(lock);
+	snprintf(jobdir, sizeof(jobdir), "%s", dir);
+	slash = strrchr(jobdir, '/');
+	if (slash) {
+		*slash = '\0';
+		rmdir(jobdir);	/* only when no other node of the job is left */
+	}
+	return 0;
+}
+
+/* Is the plan in dir this text, with both links attached to ifindex? */
+static bool same_load(const char *dir, const char *text, int ifindex)
+{
+	char *old = agg_pin_plan_text(dir), path[600];
+	struct bpf_link_info info;
+	uint32_t len = sizeof(info);
+	bool same = old && !strcmp(old, text);
+	int fd;
+
+	free(old);
+	if (!same)
+		return false;
+	snprintf(path, sizeof(path), "%s/xdp_link", dir);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return false;
+	memset(&info, 0, sizeof(info));
+	same = !bpf_obj_get_info_by_fd(fd, &info, &len) && info.xdp.ifindex == (unsigned)ifindex;
+	close(fd);
+	snprintf(path, sizeof(path), "%s/tc_link", dir);
+	return same && access(path, F_OK) == 0;
+}
+
+static void describe(FILE *f, const struct agg_plan *p, int self,
+		     const struct agg_layout *l, const struct agg_netif *nif,
+		     const struct agg_tree_info *ti, const char *dir,
+		     enum agg_xdp_mode mode)
+{
+	fprintf(f, "node %s %s dev=%s ifindex=%d mtu=%d\n", p->node[self].name,
+		inet_ntoa(p->node[self].addr), nif->name, nif->ifindex, nif->mtu);
+	fprintf(f, "xdp %s\n", mode == AGG_MODE_GENERIC ? "generic" :
+		mode == AGG_MODE_AUTO ? "native (generic if native fails)" : "native");
+	fprintf(f, "pin %s\n", dir);
+	fprintf(f, "segments %u data %u exponent %u x %u values, pool %u slots (%zu bytes)\n",
+		l->nsegs, l->ndata, l->nexp, l->segment, l->nslots,
+		(size_t)l->nslots * (sizeof(struct agg_slot) + 8 * l->segment));
+	for (int t = 0; t < p->ntrees; t++) {
+		fprintf(f, "tree %d parent %s children", t,
+			ti[t].parent >= 0 ? p->node[ti[t].parent].name : "-");
+		for (unsigned k = 0; k < ti[t].nkids; k++)
+			fprintf(f, " %s", p->node[ti[t].kid[k]].name);
+		if (!ti[t].nkids)
+			fprintf(f, " -");
+		fprintf(f, "%s\n", ti[t].nkids && ti[t].self_bit < 64 ? " +self" : "");
+	}
+}
+
+int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
+	     bool *generic, char *why, size_t whylen)
+{
+	const struct agg_host *me = &p->node[self];
+	bool worker = me->role == AGG_ROLE_WORKER, replaced = false;
+	struct agg_tree_info *ti = NULL;
+	struct agg_layout l;
+	struct agg_netif nif;
+	struct agg *skel = NULL;
+	uint8_t (*mac)[6] = NULL;
+	bool *peer = NULL;
+	char dir[512], path[600], *text = NULL, *buf = NULL;
+	int rc = 0, err, lock = -1, xdp_fd = -1, tc_fd = -1, pinned = 0;
+	size_t frame, plen;
+
+	*generic = false;
+	if (agg_layout_of(p, &l, why, whylen))
+		return -EINVAL;
+	err = agg_netif_find(me->addr, me->dev, &nif);
+	if (err)
+		FAIL(err == -ENODEV ? -ENODEV : err, me->dev[0] ?
+		     "node %s: no interface %s here" :
+		     "node %s: address %s is on no interface of this host (dev= in the hosts file?)",
+		     me->name, me->dev[0] ? me->dev : inet_ntoa(me->addr));
+	frame = sizeof(struct agg_hdr) + 4 * l.segment + 28;
+	if (frame > (size_t)nif.mtu)
+		FAIL(-EINVAL, "segment=%u makes %zu-byte IP packets; %s has MTU %d",
+		     l.segment, frame, nif.name, nif.mtu);
+	if (agg_pin_path(dir, sizeof(dir), o->pin_dir, p->job, me->name, NULL))
+		FAIL(-ENAMETOOLONG, "pin directory name too long");
+
+	ti = calloc(p->ntrees, sizeof(*ti));
+	peer = calloc(p->nnodes, sizeof(*peer));
+	mac = calloc(p->nnodes, sizeof(*mac));
+	if (!ti || !peer || !mac)
+		FAIL(-ENOMEM, "out of memory");
+	for (int t = 0; t < p->ntrees; t++) {
+		const struct agg_plan_tree *tr = &p->tree[t];
+
+		ti[t].parent = tr->parent[self];
+		if (ti[t].parent >= 0)
+			peer[ti[t].parent] = true;
+		for (int c = 0; c < p->nnodes; c++) {
+			if (tr->parent[c] != self)
+				continue;
+			if (ti[t].nkids == AGG_MAX_KIDS)
+				FAIL(-EINVAL, "node %s has more than %d children in tree %d",
+				     me->name, AGG_MAX_KIDS, t);
+			ti[t].kid[ti[t].nkids++] = c;
+			peer[c] = true;
+		}
+		ti[t].expect = ti[t].nkids == 64 ? ~0ULL : (1ULL << ti[t].nkids) - 1;
+		ti[t].self_bit = 64;
+		if (worker && ti[t].nkids) {
+			ti[t].self_bit = ti[t].nkids;
+			ti[t].expect |= 1ULL << ti[t].nkids;
+		}
+	}
+	if (o->dry_run) {
+		describe(o->dry_out, p, self, &l, &nif, ti, dir, o->mode);
+		rc = AGG_DRY_RUN;
+		goto out;
+	}
+
+	text = agg_plan_to_text(p);
+	if (!text)
+		FAIL(-ENOMEM, "out of memory");
+	err = agg_bpffs_check(o->pin_dir);
+	if (err)
+		FAIL(err, "%s: %s", o->pin_dir, err == -ENOTSUP ?
+		     "not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)" :
+		     strerror(-err));
+	err = mkdir_p(dir);
+	if (err)
+		FAIL(err, "cannot create %s: %s", dir, strerror(-err));
+	lock = agg_pin_lock(dir, true);
+	if (lock < 0)
+		FAIL(lock, "cannot lock %s: %s", dir, strerror(-lock));
+	if (same_load(dir, text, nif.ifindex)) {
+		rc = AGG_UNCHANGED;
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/xdp_link", dir);
+	replaced = access(path, F_OK) == 0;
+	snprintf(path, sizeof(path), "%s/plan", dir);
+	unlink(path);
+	unpin_all(dir);
+
+	for (int i = 0; i < p->nnodes; i++) {
+		struct in_addr a = p->node[i].addr;
+
+		if (!peer[i])
+			continue;
+		if (p->node[i].has_mac) {
+			memcpy(mac[i], p->node[i].mac, 6);
+			continue;
+		}
+		err = agg_arp_resolve(&nif, me->addr, a, o->arp_timeout_ms, mac[i]);
+		if (err)
+			FAIL(err, "cannot resolve the MAC address of %s (%s) on %s: %s",
+			     p->node[i].name, inet_ntoa(a), nif.name,
+			     err == -ETIMEDOUT ? "no ARP reply" : strerror(-err));
+	}
+
+	skel = agg__open();
+	if (!skel)
+		FAIL(-errno, "cannot open the BPF object: %s", strerror(errno));
+	skel->rodata->cfg_job = p->job;
+	skel->rodata->cfg_token = p->token;
+	skel->rodata->cfg_port = p->port;
+	skel->rodata->cfg_self = self;
+	skel->rodata->cfg_self_addr = me->addr.s_addr;
+	memcpy((void *)skel->rodata->cfg_mac, nif.mac, 6);
+	skel->rodata->cfg_ifindex = nif.ifindex;
+	skel->rodata->cfg_worker = worker;
+	skel->rodata->cfg_segment = l.segment;
+	skel->rodata->cfg_nsegs = l.nsegs;
+	skel->rodata->cfg_nexp = l.nexp;
+	skel->rodata->cfg_nslots = l.nslots;
+	skel->rodata->cfg_period = p->period;
+	plen = (strlen(text) + 1 + 7) & ~(size_t)7;
+	err = bpf_map__set_max_entries(skel->maps.locks, l.nslots) ?:
+	      bpf_map__set_max_entries(skel->maps.slots, l.nslots) ?:
+	      bpf_map__set_value_size(skel->maps.slots, sizeof(struct agg_slot) + 8 * l.segment) ?:
+	      bpf_map__set_value_size(skel->maps.scratch, 4 * l.segment) ?:
+	      bpf_map__set_value_size(skel->maps.results, 4 * l.segment) ?:
+	      bpf_map__set_max_entries(skel->maps.results, worker ? l.nsegs : 1) ?:
+	      bpf_map__set_max_entries(skel->maps.meta, worker ? l.nsegs : 1) ?:
+	      bpf_map__set_max_entries(skel->maps.nodes, p->nnodes) ?:
+	      bpf_map__set_max_entries(skel->maps.trees, p->ntrees) ?:
+	      bpf_map__set_max_entries(skel->maps.segmap, p->period) ?:
+	      bpf_map__set_value_size(skel->maps.plan, plen);
+	if (err)
+		FAIL(err, "cannot size the maps: %s", strerror(-err));
+	err = agg__load(skel);
+	if (err)
+		FAIL(err, "cannot load the BPF programs: %s (run with -vv for the verifier log)",
+		     strerror(-err));
+
+	for (int i = 0; i < p->nnodes; i++) {
+		struct agg_node_info ni = { .addr = p->node[i].addr.s_addr };
+		uint32_t k = i, v = i;
+
+		memcpy(ni.mac, mac[i], 6);
+		if (bpf_map__update_elem(skel->maps.nodes, &k, 4, &ni, sizeof(ni), 0) ||
+		    bpf_map__update_elem(skel->maps.members, &ni.addr, 4, &v, 4, 0))
+			FAIL(-errno, "cannot fill the node maps: %s", strerror(errno));
+	}
+	for (int t = 0; t < p->ntrees; t++) {
+		uint32_t k = t;
+
+		if (bpf_map__update_elem(skel->maps.trees, &k, 4, &ti[t], sizeof(ti[t]), 0))
+			FAIL(-errno, "cannot fill the tree map: %s", strerror(errno));
+	}
+	for (unsigned i = 0; i < p->period; i++) {
+		uint32_t k = i, v = p->seg_map[i];
+
+		if (bpf_map__update_elem(skel->maps.segmap, &k, 4, &v, 4, 0))
+			FAIL(-errno, "cannot fill the segment map: %s", strerror(errno));
+	}
+	buf = calloc(1, plen);
+	if (!buf)
+		FAIL(-ENOMEM, "out of memory");
+	memcpy(buf, text, strlen(text));
+	{
+		uint32_t k = 0;
+
+		if (bpf_map__update_elem(skel->maps.plan, &k, 4, buf, plen, 0))
+			FAIL(-errno, "cannot store the plan: %s", strerror(errno));
+	}
+
+	if (o->mode != AGG_MODE_GENERIC)
+		xdp_fd = link_create(bpf_program__fd(skel->progs.agg_xdp), nif.ifindex,
+				     BPF_XDP, XDP_FLAGS_DRV_MODE);
+	if (o->mode == AGG_MODE_GENERIC || (xdp_fd < 0 && o->mode == AGG_MODE_AUTO)) {
+		if (o->mode == AGG_MODE_AUTO)
+			agg_warn("native XDP failed on %s (%s): using generic mode, which is slower",
+				 nif.name, strerror(-xdp_fd));
+		xdp_fd = link_create(bpf_program__fd(skel->progs.agg_xdp), nif.ifindex,
+				     BPF_XDP, XDP_FLAGS_SKB_MODE);
+		*generic = xdp_fd >= 0;
+	}
+	if (xdp_fd < 0)
+		FAIL(xdp_fd, "cannot attach XDP to %s: %s%s", nif.name, strerror(-xdp_fd),
+		     xdp_fd == -EBUSY || xdp_fd == -EEXIST ?
+		     " (another XDP program is attached: ip link show dev)" :
+		     o->mode == AGG_MODE_NATIVE ? " (--mode auto falls back to generic)" : "");
+	tc_fd = link_create(bpf_program__fd(skel->progs.agg_tc), nif.ifindex,
+			    BPF_TCX_INGRESS_VAL, 0);
+	if (tc_fd < 0)
+		FAIL(tc_fd, "cannot attach the TC program to %s: %s", nif.name,
+		     strerror(-tc_fd));
+
+	pinned = 1;
+	for (int i = 0; agg_pin_names[i]; i++) {
+		const char *name = agg_pin_names[i];
+		struct bpf_map *m;
+
+		if (!strcmp(name, "plan"))
+			continue;	/* last: a node with a plan is complete */
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		if (!strcmp(name, "xdp_link"))
+			err = bpf_obj_pin(xdp_fd, path);
+		else if (!strcmp(name, "tc_link"))
+			err = bpf_obj_pin(tc_fd, path);
+		else if (!strcmp(name, "xdp_prog"))
+			err = bpf_program__pin(skel->progs.agg_xdp, path);
+		else if ((m = bpf_object__find_map_by_name(skel->obj, name)))
+			err = bpf_map__pin(m, path);
+		else
+			err = -ENOENT;
+		if (err)
+			FAIL(-errno ?: err, "cannot pin %s: %s", path, strerror(errno ?: -err));
+	}
+	snprintf(path, sizeof(path), "%s/plan", dir);
+	if (bpf_map__pin(skel->maps.plan, path))
+		FAIL(-errno, "cannot pin %s: %s", path, strerror(errno));
+	rc = replaced ? AGG_REPLACED : AGG_LOADED;
+out:
+	if (rc < 0 && pinned) {
+		snprintf(path, sizeof(path), "%s/plan", dir);
+		unlink(path);
+		unpin_all(dir);
+		rmdir(dir);
+	}
+	if (xdp_fd >= 0)
+		close(xdp_fd);
+	if (tc_fd >= 0)
+		close(tc_fd);
+	agg__destroy(skel);
+	if (lock >= 0)
+		close(lock);
+	free(buf);
+	free(text);
+	free(ti);
+	free(peer);
+	free(mac);
+	return rc;
+}
