@@ -224,7 +224,8 @@ static int send_seg(struct sender *s, uint32_t seg)
 	h->count = s->n->l.segment;
 	h->token = p->token;
 	if (s->local[t]) {
-		struct xdp_md ctx = { .ingress_ifindex = s->n->nif.ifindex };
+		struct xdp_md ctx = { .data_end = s->frame_len,
+				       .ingress_ifindex = s->n->nif.ifindex };
 		LIBBPF_OPTS(bpf_test_run_opts, o,
 			    .data_in = s->frame, .data_size_in = s->frame_len,
 			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx),

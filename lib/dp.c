@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "dp.h"
 #include "quant.h"
@@ -543,4 +544,32 @@ void agg_node_missing_ranges(const struct agg_node *n, uint32_t lo, uint32_t hi,
 int32_t agg_node_exponent(const struct agg_node *n, uint32_t d)
 {
 	return n->results[d];	/* exponent segments come first, one value per data segment */
+}
+
+int agg_stats_read(int fd, uint64_t out[AGG_S_COUNT], uint64_t *percpu, int ncpu)
+{
+	int n = libbpf_num_possible_cpus();
+	uint64_t *v;
+
+	if (n <= 0)
+		return n ? n : -EINVAL;
+	v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < AGG_S_COUNT; k++) {
+		out[k] = 0;
+		if (bpf_map_lookup_elem(fd, &k, v)) {
+			int err = -errno;
+
+			free(v);
+			return err;
+		}
+		for (int c = 0; c < n; c++) {
+			out[k] += v[c];
+			if (percpu && c < ncpu)
+				percpu[(size_t)c * AGG_S_COUNT + k] = v[c];
+		}
+	}
+	free(v);
+	return n;
 }

@@ -105,4 +105,10 @@ void agg_node_missing_ranges(const struct agg_node *n, uint32_t lo, uint32_t hi,
  * of iter is in). */
 int32_t agg_node_exponent(const struct agg_node *n, uint32_t d);
 
+/*
+ * Sum the per-CPU counters of a "stats" map into out; with percpu (ncpu x
+ * AGG_S_COUNT) keep each CPU's too.  Returns the number of CPUs or -errno.
+ */
+int agg_stats_read(int fd, uint64_t out[AGG_S_COUNT], uint64_t *percpu, int ncpu);
+
 #endif
