@@ -61,7 +61,7 @@ static const struct argp_option target_options[] = {
 	{ "node", OPT_NODE, "NODE", 0,
 	  "Node name (default: the node whose address is on this host)", -2 },
 	{ "pin-dir", OPT_PIN_DIR, "DIR", 0,
-	  "Root of the pinned state (default " AGG_PIN_DIR ")", -2 },
+	  "Root of the pinned state (default $AGG_PIN_DIR, else " AGG_PIN_DIR ")", -2 },
 	{ 0 }
 };
 
@@ -104,8 +104,12 @@ int agg_opts_exit(int rc)
 
 void agg_opts_setup(const char *prog)
 {
+	const char *pin = getenv("AGG_PIN_DIR");
+
 	agg_log_init(prog, 0);
 	argp_err_exit_status = AGG_EXIT_USAGE;
+	if (pin && *pin)
+		agg_target.pin_dir = pin;
 }
 
 void agg_opts_done(const char *prog)

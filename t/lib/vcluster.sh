@@ -133,6 +133,10 @@ vcluster_up() {
 		ip -n "$vc_ns" addr add "$vc_addr/16" dev eth0 ||
 			vcluster_fail_ "bad address $vc_addr for $vc_name" || return 1
 		ip -n "$vc_ns" link set eth0 up
+		# veth has no qdisc by default; a real NIC has one.  With a
+		# qdisc, a full veth ring stops the queue instead of dropping.
+		tc -n "$vc_ns" qdisc replace dev eth0 root pfifo limit 4096 ||
+			vcluster_fail_ "cannot give $vc_name's eth0 a qdisc" || return 1
 		if ip -n "$vc_br" link set dev "$vc_port" xdpdrv obj "$vc_obj" sec xdp 2>/dev/null; then
 			VCLUSTER_XDP_MODE=native
 		elif ip -n "$vc_br" link set dev "$vc_port" xdpgeneric obj "$vc_obj" sec xdp; then

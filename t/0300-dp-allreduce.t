@@ -1,0 +1,154 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+test_description='the data plane end to end: an ALEPH plan on 9 hosts'
+. "$(dirname "$0")/lib/test-lib.sh"
+. "$TEST_DIRECTORY/lib/vcluster.sh"
+. "$TEST_DIRECTORY/lib/dp.sh"
+
+test_require ROOT,NETNS,BPF "XDP on namespaces needs root and bpffs"
+command -v nc >/dev/null || skip_all "no nc (make deps installs netcat-openbsd)"
+
+# ALEPH Sec. 6.3's testbed: M-WCHA makes a, b1 and b2 aggregators.
+cat >hosts.txt <<'EOF_HOSTS'
+ps0 10.90.0.100 bw=40 role=ps
+a   10.90.0.1   bw=30
+b1  10.90.0.2   bw=20
+b2  10.90.0.3   bw=20
+c1  10.90.0.4   bw=10
+c2  10.90.0.5   bw=10
+c3  10.90.0.6   bw=10
+c4  10.90.0.7   bw=10
+c5  10.90.0.8   bw=10
+EOF_HOSTS
+
+test_expect_success 'plan (1M float32) and agg-load on every host' '
+	agg-plan --size 4000000 hosts.txt >plan.txt &&
+	grep -q "^edge 0 c[0-9] [ab]" plan.txt &&
+	dp_setup hosts.txt plan.txt &&
+	test "$DP_N" = 1000000 &&
+	for h in $(vcluster_hosts); do
+		test -e "$AGG_PIN_DIR/1/$h/xdp_link" || return 1
+	done
+'
+
+test_expect_success 'three iterations: every worker gets the same bits, within 1e-6 of the float64 sum' '
+	for i in 1 2 3; do
+		dp_inputs $i && dp_allreduce $i && dp_check $i || return 1
+	done
+'
+
+test_expect_success 'the same inputs give the same bits again' '
+	for w in $(dp_workers); do cp in.1.$w in.9.$w || return 1; done &&
+	dp_allreduce 9 &&
+	for w in $(dp_workers); do cmp out.1.$w out.9.$w || return 1; done
+'
+
+test_expect_success 'the counters add up: the root saw every child, every worker every result' '
+	segs=$(( (1000000 + 127) / 128 + 62 )) &&
+	agg-stat --node ps0 >ps0.stat &&
+	children=$(grep -c " ps0\$" plan.txt) &&
+	test "$(awk "\$1 == \"done\" { print \$2 }" ps0.stat)" = $((4 * segs)) &&
+	test "$(awk "\$1 == \"added\" { print \$2 }" ps0.stat)" = $((4 * segs * children)) &&
+	for w in $(dp_workers); do
+		agg-stat --node $w >$w.stat &&
+		test "$(awk "\$1 == \"results\" { print \$2 }" $w.stat)" = $((4 * segs)) &&
+		test "$(awk "\$1 == \"signals\" { print \$2 }" $w.stat)" = 4 &&
+		awk "\$1 ~ /^drop_/ && \$2 != 0 { print; exit 1 }" $w.stat || return 1
+	done
+'
+
+test_expect_success 'NaN and Inf become NaN in every result, and agg-send counts them' '
+	dp_inputs 10 nan &&
+	dp_allreduce 10 &&
+	dp_check 10 &&
+	grep "2 NaN or Inf values in the input" send.10.c1
+
+'
+
+test_expect_success 'an older iteration is stale: dropped and counted, agg-send exits 1' '
+	parent=$(awk "\$1 == \"edge\" && \$3 == \"c1\" { print \$4 }" plan.txt) &&
+	agg-stat --node $parent >before &&
+	test_expect_code 1 vcluster_run c1 agg-send --iter 5 --timeout 1 in.1.c1 2>err &&
+	grep "iteration 5: 62 of 62 segments not aggregated" err &&
+	agg-stat --node $parent >after &&
+	b=$(awk "\$1 == \"drop_stale\" { print \$2 }" before) &&
+	a=$(awk "\$1 == \"drop_stale\" { print \$2 }" after) &&
+	test $((a - b)) -ge 1
+'
+
+test_expect_success 'a gradient of the wrong length is bad input (exit 2), nothing sent' '
+	head -c 1000 in.1.c1 >short &&
+	agg-stat --node ps0 >before &&
+	test_expect_code 2 vcluster_run c1 agg-send --iter 5 short 2>err &&
+	grep "short: 1000 bytes, the plan.s gradient is 4000000 bytes" err &&
+	agg-stat --node ps0 >after &&
+	cmp before after
+'
+
+test_expect_success 'ordinary traffic passes: ICMP, TCP and other UDP' '
+	vcluster_run c1 ping -c 2 -i 0.2 -W 2 -q 10.90.0.1 >/dev/null &&
+	head -c 100000 /dev/urandom >payload &&
+	( vcluster_run a timeout 10 nc -l -p 7777 >tcp.out & ) &&
+	( vcluster_run a timeout 5 nc -u -l -p 9998 >udp.out & ) &&
+	sleep 0.3 &&
+	vcluster_run c1 timeout 10 nc -N 10.90.0.1 7777 <payload &&
+	echo hello-udp | vcluster_run c1 timeout 2 nc -u -w 1 10.90.0.1 9998 &&
+	sleep 0.3 &&
+	cmp payload tcp.out &&
+	grep hello-udp udp.out
+'
+
+test_expect_success 'agg-load of the same plan is a no-op; another plan replaces it' '
+	vcluster_run a agg-load -j plan.txt >same.json &&
+	jq -e ".action == \"unchanged\"" same.json &&
+	agg-plan --size 400000 --seed 2 hosts.txt >plan2.txt &&
+	for h in $(vcluster_hosts); do
+		vcluster_run $h agg-load -j plan2.txt >re.$h.json &&
+		jq -e ".action == \"replaced\"" re.$h.json >/dev/null || return 1
+	done &&
+	DP_PLAN=plan2.txt DP_N=100000 &&
+	dp_inputs 1 && dp_allreduce 1 && dp_check 1
+'
+
+test_expect_success 'agg-load --unload leaves no program, link, map or pin behind' '
+	for h in $(vcluster_hosts); do
+		for o in xdp_prog; do
+			bpftool -j prog show pinned $AGG_PIN_DIR/1/$h/$o | jq .id >>progs || return 1
+		done &&
+		for o in xdp_link tc_link; do
+			bpftool -j link show pinned $AGG_PIN_DIR/1/$h/$o | jq .id >>links || return 1
+		done &&
+		for o in slots results stats plan; do
+			bpftool -j map show pinned $AGG_PIN_DIR/1/$h/$o | jq .id >>maps || return 1
+		done
+	done &&
+	test $(wc -l <progs) = 9 && test $(wc -l <links) = 18 && test $(wc -l <maps) = 36 &&
+	dp_unload &&
+	test_must_fail test -e $AGG_PIN_DIR/1 &&
+	sleep 0.5 &&
+	bpftool -j prog show | jq ".[].id" >progs.after &&
+	bpftool -j link show | jq ".[].id" >links.after &&
+	bpftool -j map show | jq ".[].id" >maps.after &&
+	! grep -Fxf progs progs.after && ! grep -Fxf links links.after &&
+	! grep -Fxf maps maps.after &&
+	for h in $(vcluster_hosts); do
+		vcluster_run $h ip link show dev eth0 >link.$h &&
+		! grep -q "prog/xdp" link.$h || return 1
+	done
+'
+
+test_expect_success 'the aggregator memory is the same for a 10 MB and a 1 GB gradient' '
+	for size in 10M 1G; do
+		agg-plan --size $size hosts.txt >plan.$size &&
+		vcluster_run ps0 agg-load plan.$size &&
+		for m in $AGG_PIN_DIR/1/ps0/*; do
+			bpftool -j map show pinned $m 2>/dev/null | jq .bytes_memlock
+		done | awk "{ s += \$1 } END { print s }" >mem.$size &&
+		vcluster_run ps0 agg-load --unload --node ps0 || return 1
+	done &&
+	cat mem.10M mem.1G &&
+	test "$(cat mem.10M)" -gt 0 &&
+	test_cmp mem.10M mem.1G
+'
+
+test_done
