@@ -9,6 +9,7 @@
 #                                results in out.ITER.NAME; fails if any fails
 #   dp_check ITER                every result bit-identical, within 1e-6 of
 #                                the float64 sum (gradtool check)
+#   DP_OP=max|min                the op of dp_allreduce and dp_check
 #   dp_unload                    agg-load --unload on every host
 
 AGG_PIN_DIR=/sys/fs/bpf/aggt-$$
@@ -50,7 +51,7 @@ dp_allreduce() {
 		dp_pids="$dp_pids $!"
 	done
 	for dp_w in $(dp_workers); do
-		vcluster_run "$dp_w" agg-send --iter "$1" --timeout "${DP_TIMEOUT:-30}" \
+		vcluster_run "$dp_w" agg-send --iter "$1" --timeout "${DP_TIMEOUT:-30}" ${DP_OP:+--op $DP_OP} \
 			"in.$1.$dp_w" 2>"send.$1.$dp_w" &
 		dp_pids="$dp_pids $!"
 	done
@@ -67,7 +68,7 @@ dp_check() {
 	for dp_w in $(dp_workers); do
 		if [ -z "$dp_first" ]; then
 			dp_first=out.$1.$dp_w
-			gradtool check "$DP_SEG" "$dp_first" $dp_ins || return 1
+			gradtool check${DP_OP:+-$DP_OP} "$DP_SEG" "$dp_first" $dp_ins || return 1
 		else
 			cmp "$dp_first" "out.$1.$dp_w" || return 1
 		fi

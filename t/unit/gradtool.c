@@ -8,7 +8,7 @@
  *                                      error relative to the segment's
  *                                      largest input magnitude; exit 1 if
  *                                      above 1e-6 or a NaN is misplaced
- *   gradtool op max|min|sum RESULT IN...  exact check for max and min
+ *   gradtool check-max|check-min ...   the same against the max or min
  */
 #include <math.h>
 #include <stdint.h>
@@ -60,7 +60,8 @@ int main(int argc, char **argv)
 		fwrite(x, 4, n, stdout);
 		return 0;
 	}
-	if (argc >= 5 && !strcmp(argv[1], "check")) {
+	if (argc >= 5 && !strncmp(argv[1], "check", 5)) {
+		int op = !strcmp(argv[1], "check-max") ? 1 : !strcmp(argv[1], "check-min") ? 2 : 0;
 		size_t seg = strtoull(argv[2], NULL, 10), n, m;
 		float *y = load(argv[3], &n);
 		int k = argc - 4, bad = 0;
@@ -88,7 +89,10 @@ int main(int argc, char **argv)
 
 				for (int j = 0; j < k; j++) {
 					nonfinite |= !isfinite(in[j][i]);
-					sum += in[j][i];
+					if (op == 0 || j == 0)
+						sum += in[j][i];
+					else if (op == 1 ? in[j][i] > sum : in[j][i] < sum)
+						sum = in[j][i];
 				}
 				if (nonfinite != !!isnan(y[i])) {
 					fprintf(stderr, "gradtool: element %zu: %g, want %s\n", i,
@@ -109,6 +113,6 @@ int main(int argc, char **argv)
 		printf("max_rel_error %.3g\n", worst);
 		return bad ? 1 : 0;
 	}
-	fprintf(stderr, "usage: gradtool gen N SEGMENT SEED [nan] | check SEGMENT RESULT IN...\n");
+	fprintf(stderr, "usage: gradtool gen N SEGMENT SEED [nan] | check[-max|-min] SEGMENT RESULT IN...\n");
 	return 2;
 }
