@@ -71,16 +71,21 @@ vcluster_shape() {
 		# ones starve the rate at these speeds.
 		vc_bytes=$(awk -v r="$vc_rate" 'BEGIN { b = r * 1000000 / 8 * 0.002; printf "%d", b < 65536 ? 65536 : b }')
 		vc_burst="burst $vc_bytes cburst $vc_bytes quantum 65536"
+		# A switch-sized buffer: the default leaf queue (an IFB's is 32
+		# packets) drops the bursts of a fan-out.
+		vc_qlen=${VCLUSTER_QLEN:-10000}
 		vc_ifb=ifb$vc_i
 		vc_i=$((vc_i + 1))
 		tc -n "$vc_br" qdisc replace dev "$vc_port" root handle 1: htb default 1 &&
 		tc -n "$vc_br" class replace dev "$vc_port" parent 1: classid 1:1 \
 			htb rate "${vc_rate}mbit" $vc_burst &&
+		tc -n "$vc_br" qdisc replace dev "$vc_port" parent 1:1 pfifo limit $vc_qlen &&
 		ip -n "$vc_br" link add "$vc_ifb" type ifb &&
 		ip -n "$vc_br" link set "$vc_ifb" up &&
 		tc -n "$vc_br" qdisc replace dev "$vc_ifb" root handle 1: htb default 1 &&
 		tc -n "$vc_br" class replace dev "$vc_ifb" parent 1: classid 1:1 \
 			htb rate "${vc_rate}mbit" $vc_burst &&
+		tc -n "$vc_br" qdisc replace dev "$vc_ifb" parent 1:1 pfifo limit $vc_qlen &&
 		tc -n "$vc_br" qdisc replace dev "$vc_port" handle ffff: ingress &&
 		tc -n "$vc_br" filter replace dev "$vc_port" parent ffff: protocol all \
 			u32 match u32 0 0 action mirred egress redirect dev "$vc_ifb" ||
