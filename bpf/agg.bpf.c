@@ -7,7 +7,7 @@
  *   DATA from a child (or the local worker, injected with BPF_PROG_RUN):
  *     add its values into the segment's slot unless that contributor is
  *     already in; when every contributor is in, rewrite the packet with
- *     the aggregate and XDP_TX it to the parent, or at the root turn it
+ *     the aggregate and send it to the parent (through TC), or at the root turn it
  *     into the RESULT and pass it to TC for the fan-out.
  *   RESULT from the parent: store the values for the local worker (the
  *     mmap-able "results" map), then fan out to the children through TC;
@@ -17,7 +17,10 @@
  *
  * TC ingress (agg_tc): a RESULT our XDP program flagged AGG_F_FANOUT is
  * copied to every child of its tree with bpf_clone_redirect (XDP can send
- * one frame per packet; a tree node has up to 63 children on one link).
+ * one frame per packet; a tree node has up to 63 children on one link);
+ * an aggregate flagged AGG_F_UP goes to the parent with bpf_redirect.
+ * Both leave through the interface's qdisc, which pushes back when the
+ * link is busy (XDP_TX on veth drops instead).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -72,6 +75,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);		/* tree of wire segment s: segmap[s % period] */
 } segmap SEC(".maps");
+
+/* (tree << 16 | node) -> the node's bit in the tree's contributor bitmap
+ * here: its children's, and ours when we are a worker with children. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AGG_MAX_TREES * (AGG_MAX_KIDS + 1));
+	__type(key, __u32);
+	__type(value, __u32);
+} kids SEC(".maps");
 
 struct agg_lock {
 	struct bpf_spin_lock lock;
@@ -333,9 +345,11 @@ out:
 
 		if (!n)
 			return XDP_ABORTED;
-		pkt_address(&p, n, AGG_T_DATA, 0);
+		/* Up through TC, not XDP_TX: on veth an XDP_TX frame skips the
+		 * qdisc and is dropped when the peer's ring is full. */
+		pkt_address(&p, n, AGG_T_DATA, AGG_F_UP);
 		count(AGG_S_FWD_UP);
-		return XDP_TX;
+		return XDP_PASS;
 	}
 	/* The root: the aggregate is the result; TC copies it to the children. */
 	{
@@ -403,7 +417,8 @@ static __always_inline int result(struct xdp_md *ctx, struct agg_hdr *h,
 	return XDP_PASS;
 }
 
-SEC("xdp")
+/* xdp.frags: multi-buffer frames, so jumbo segments attach on veth. */
+SEC("xdp.frags")
 int agg_xdp(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -451,20 +466,14 @@ int agg_xdp(struct xdp_md *ctx)
 		return drop(AGG_S_DROP_ROUTE);
 
 	if (h->type == AGG_T_DATA) {
-		if (from == cfg_self) {
-			bit = ti->self_bit;
-		} else {
-			bit = 64;
-#pragma clang loop unroll(disable)
-			for (__u32 i = 0; i < AGG_MAX_KIDS; i++) {
-				if (i >= ti->nkids)
-					break;
-				if (ti->kid[i] == from) {
-					bit = i;
-					break;
-				}
-			}
-		}
+		/* A map lookup, not a search: a searched bit would be a
+		 * different constant on every path, and the verifier would
+		 * walk the aggregation loops once per child. */
+		k = tree << 16 | from;
+		idx = bpf_map_lookup_elem(&kids, &k);
+		if (!idx)
+			return drop(AGG_S_DROP_ROUTE);
+		bit = *idx;
 		if (bit >= 64 || !(ti->expect & (1ULL << bit)))
 			return drop(AGG_S_DROP_ROUTE);
 		return aggregate(ctx, h, ti, bit);
@@ -506,10 +515,14 @@ int agg_tc(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->protocol != IPPROTO_UDP ||
 	    udp->dest != bpf_htons(cfg_port) || h->magic != AGG_MAGIC ||
-	    !(h->flags & AGG_F_FANOUT) || ip->saddr != cfg_self_addr ||
+	    !(h->flags & (AGG_F_FANOUT | AGG_F_UP)) || ip->saddr != cfg_self_addr ||
 	    h->from != cfg_self || h->job != cfg_job)
 		return TC_ACT_OK;
 	flags = h->flags;
+	if (flags & AGG_F_UP) {	/* addressed to the parent by XDP already */
+		bpf_skb_store_bytes(skb, FLAGS_OFF, &zero, 1, 0);
+		return bpf_redirect(cfg_ifindex, 0);
+	}
 	tree = h->tree;
 	cur = ip->daddr;
 	ti = bpf_map_lookup_elem(&trees, &tree);

@@ -36,6 +36,7 @@ enum {
  * a packet from the wire with any flag set is malformed. */
 #define AGG_F_FANOUT	0x01	/* TC: copy to every child of hdr.tree */
 #define AGG_F_SIGNAL	0x02	/* TC: then deliver as the fetch signal */
+#define AGG_F_UP	0x04	/* TC: send to the parent (addressed already) */
 
 struct agg_hdr {
 	__u8 magic;		/* AGG_MAGIC */
@@ -66,7 +67,7 @@ struct agg_hdr {
 #define AGG_POISON_LO		(-0x7fffffff - 1)
 #define AGG_EXP_ZERO		(-1000)	/* exponent of an all-zero segment */
 
-#define AGG_MAX_SEGMENT		4096	/* values per segment in the data plane */
+#define AGG_MAX_SEGMENT		2048	/* values per segment in the data plane */
 #define AGG_MAX_KIDS		63	/* children per node per tree (+1 bit: self) */
 #define AGG_MAX_NODES		4096
 #define AGG_MAX_TREES		64
@@ -112,7 +113,7 @@ enum agg_stat {
 	AGG_S_RX,		/* agg packets for this job */
 	AGG_S_ADDED,		/* contributions added into a slot */
 	AGG_S_DONE,		/* slots completed */
-	AGG_S_FWD_UP,		/* partial aggregates sent to the parent (XDP_TX) */
+	AGG_S_FWD_UP,		/* partial aggregates sent to the parent */
 	AGG_S_FANOUT,		/* result copies sent to children (TC) */
 	AGG_S_RESULTS,		/* result segments stored for the local worker */
 	AGG_S_SIGNALS,		/* fetch signals delivered to agg-recv */

@@ -6,7 +6,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-SEC("xdp")
+SEC("xdp.frags")
 int agg_pass(struct xdp_md *ctx)
 {
 	return XDP_PASS;

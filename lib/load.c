@@ -281,7 +281,18 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	      bpf_map__set_value_size(skel->maps.plan, plen);
 	if (err)
 		FAIL(err, "cannot size the maps: %s", strerror(-err));
+	if (agg_log_level() >= 2) {	/* -vv: the verifier's statistics */
+		bpf_program__set_log_level(skel->progs.agg_xdp, 4);
+		bpf_program__set_log_level(skel->progs.agg_tc, 4);
+	}
 	err = agg__load(skel);
+	if (!err && agg_log_level() >= 2) {
+		const char *xl = bpf_program__log_buf(skel->progs.agg_xdp, NULL);
+		const char *tl = bpf_program__log_buf(skel->progs.agg_tc, NULL);
+
+		agg_dbg("agg_xdp verifier: %s", xl ? xl : "(no log)");
+		agg_dbg("agg_tc verifier: %s", tl ? tl : "(no log)");
+	}
 	if (err)
 		FAIL(err, "cannot load the BPF programs: %s (run with -vv for the verifier log)",
 		     strerror(-err));
@@ -300,6 +311,18 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 
 		if (bpf_map__update_elem(skel->maps.trees, &k, 4, &ti[t], sizeof(ti[t]), 0))
 			FAIL(-errno, "cannot fill the tree map: %s", strerror(errno));
+		for (unsigned b = 0; b <= ti[t].nkids; b++) {
+			uint32_t key, bit = b;
+
+			if (b < ti[t].nkids)
+				key = (uint32_t)t << 16 | ti[t].kid[b];
+			else if (ti[t].self_bit < 64)
+				key = (uint32_t)t << 16 | (uint32_t)self;
+			else
+				break;
+			if (bpf_map__update_elem(skel->maps.kids, &key, 4, &bit, 4, 0))
+				FAIL(-errno, "cannot fill the children map: %s", strerror(errno));
+		}
 	}
 	for (unsigned i = 0; i < p->period; i++) {
 		uint32_t k = i, v = p->seg_map[i];

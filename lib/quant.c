@@ -37,15 +37,16 @@ void agg_quantize(const float *x, size_t n, size_t segment, int32_t e, int shift
 {
 	int32_t poison = op == AGG_OP_MIN ? AGG_POISON_LO : AGG_POISON_HI;
 	int32_t ident = op == AGG_OP_MAX ? -(1 << 30) : op == AGG_OP_MIN ? (1 << 30) : 0;
+	/* A power of two: x * scale is exact in double, as ldexp would be
+	 * (|shift - e| <= 30 + 149 unless e is AGG_EXP_ZERO, all zeros). */
+	double scale = e == AGG_EXP_ZERO ? 0 : ldexp(1.0, shift - e);
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		if (!isfinite(x[i]))
 			q[i] = poison;
-		else if (e == AGG_EXP_ZERO)
-			q[i] = 0;
 		else
-			q[i] = (int32_t)lrint(ldexp((double)x[i], shift - e));
+			q[i] = (int32_t)__builtin_rint((double)x[i] * scale);
 	}
 	for (; i < segment; i++)
 		q[i] = ident;
@@ -54,6 +55,8 @@ void agg_quantize(const float *x, size_t n, size_t segment, int32_t e, int shift
 void agg_dequantize(const int32_t *q, size_t n, int32_t e, int shift,
 		    unsigned op, float *out)
 {
+	double scale = e == AGG_EXP_ZERO ? 0 : ldexp(1.0, e - shift);	/* exact */
+
 	for (size_t i = 0; i < n; i++) {
 		int32_t v = q[i];
 
@@ -61,9 +64,7 @@ void agg_dequantize(const int32_t *q, size_t n, int32_t e, int shift,
 		    (op == AGG_OP_MAX && v == AGG_POISON_HI) ||
 		    (op == AGG_OP_MIN && v == AGG_POISON_LO))
 			out[i] = NAN;
-		else if (e == AGG_EXP_ZERO || v == 0)
-			out[i] = 0.0f;
 		else
-			out[i] = (float)ldexp((double)v, e - shift);
+			out[i] = (float)((double)v * scale);
 	}
 }

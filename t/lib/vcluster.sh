@@ -135,6 +135,8 @@ vcluster_up() {
 			peer name "$vc_port" mtu "$vc_mtu" netns "$vc_br" ||
 			vcluster_fail_ "cannot create veth for $vc_name" || return 1
 		ip -n "$vc_br" link set "$vc_port" master br0 up
+		tc -n "$vc_br" qdisc replace dev "$vc_port" root pfifo limit 4096 ||
+			vcluster_fail_ "cannot give $vc_port a qdisc" || return 1
 		ip -n "$vc_ns" addr add "$vc_addr/16" dev eth0 ||
 			vcluster_fail_ "bad address $vc_addr for $vc_name" || return 1
 		ip -n "$vc_ns" link set eth0 up
@@ -142,9 +144,9 @@ vcluster_up() {
 		# qdisc, a full veth ring stops the queue instead of dropping.
 		tc -n "$vc_ns" qdisc replace dev eth0 root pfifo limit 4096 ||
 			vcluster_fail_ "cannot give $vc_name's eth0 a qdisc" || return 1
-		if ip -n "$vc_br" link set dev "$vc_port" xdpdrv obj "$vc_obj" sec xdp 2>/dev/null; then
+		if ip -n "$vc_br" link set dev "$vc_port" xdpdrv obj "$vc_obj" sec xdp.frags 2>/dev/null; then
 			VCLUSTER_XDP_MODE=native
-		elif ip -n "$vc_br" link set dev "$vc_port" xdpgeneric obj "$vc_obj" sec xdp; then
+		elif ip -n "$vc_br" link set dev "$vc_port" xdpgeneric obj "$vc_obj" sec xdp.frags; then
 			VCLUSTER_XDP_MODE=generic
 			echo "# vcluster: native XDP failed on $vc_port, using generic mode"
 		else
