@@ -139,6 +139,10 @@ int main(int argc, char **argv)
 	agg_opts_done(argv[0]);
 	agg_print_start(agg_common.json, agg_common.pretty);
 	deadline = t0 + env.timeout;
+	if (agg_print_json() && (!env.file || !strcmp(env.file, "-"))) {
+		agg_err("-j needs FILE: the gradient itself goes to standard output");
+		return AGG_EXIT_USAGE;
+	}
 
 	err = agg_node_open(&n, agg_target.pin_dir, agg_target.job, agg_target.node,
 			    why, sizeof(why));
@@ -219,6 +223,14 @@ int main(int argc, char **argv)
 	if (!rc)
 		agg_info("iteration %u: %" PRIu64 " values (%" PRIu64 " NaN) after %.3f s",
 			 env.iter, n.l.nvalues, nan, now() - t0);
+	if (!rc && agg_print_json()) {
+		agg_print_obj_open(NULL);
+		agg_print_uint("iter", NULL, env.iter);
+		agg_print_uint("values", NULL, n.l.nvalues);
+		agg_print_uint("nan", NULL, nan);
+		agg_print_float("seconds", NULL, now() - t0);
+		agg_print_obj_close();
+	}
 out:
 	free(y);
 	if (sock >= 0)
