@@ -47,16 +47,18 @@ BPF_OBJ    := $(BPF_SRC:bpf/%.bpf.c=build/%.bpf.o)
 BPF_SKEL   := $(BPF_SRC:bpf/%.bpf.c=build/%.skel.h)
 TEST_SRC   := $(sort $(wildcard t/unit/*.c))
 TEST_BIN   := $(TEST_SRC:t/unit/%.c=build/t/%)
+BENCH_SRC  := $(sort $(wildcard bench/*.c))
+BENCH_BIN  := $(BENCH_SRC:bench/%.c=build/bench/%)
 MAN_PAGES  := $(sort $(wildcard man/*.[1-8]))
 COMPLETIONS := $(sort $(wildcard completions/*.bash))
 FUZZ_SRC   := $(sort $(wildcard t/fuzz/*.c))
 
-all: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS) $(TEST_BIN)
+all: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS) $(TEST_BIN) $(BENCH_BIN)
 
 # Skeletons are generated headers, not intermediate files to delete.
 .SECONDARY: $(BPF_OBJ) $(BPF_SKEL)
 
-build build/lib build/t build/fuzz:
+build build/lib build/t build/fuzz build/bench:
 	$(Q)mkdir -p $@
 
 # BPF objects -> skeletons; every C file may include any skeleton.
@@ -88,7 +90,11 @@ build/t/%: t/unit/%.c build/libagg.a | build/t
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) -It/lib $(CFLAGS) -MMD -MP -o $@ $< build/libagg.a $(LDLIBS)
 
--include $(wildcard build/*.d build/lib/*.d build/t/*.d)
+build/bench/%: bench/%.c build/libagg.a | build/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< build/libagg.a $(LDLIBS)
+
+-include $(wildcard build/*.d build/lib/*.d build/t/*.d build/bench/*.d)
 
 # ---- dependencies ------------------------------------------------------
 # Debian packages needed to build and test; only the missing ones are

@@ -1,0 +1,130 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+# The data plane's benchmarks, each against a baseline in the same run:
+#  1. aggregation rate: packets per second agg_xdp aggregates from one
+#     sender, against an XDP program that only counts and drops (same veth,
+#     same sender, same frame size) and a user-space recvmmsg aggregator;
+#  2. allreduce: time and bus bandwidth (nccl-tests: 2(n-1)/n x bytes /
+#     time) of agg among 4 and 8 workers for 10 MB and 100 MB, against
+#     Gloo's ring allreduce on the same namespaces when python3-torch is
+#     installed; CPU seconds of the whole machine during each.
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+AGG_SRC=$(cd "$here/.." && pwd)
+PATH=$B:$B/bench:$B/t:$PATH
+export AGG_BUILD=$B PATH
+if [ "$(id -u)" != 0 ]; then echo "dp: needs root (namespaces, XDP): skipped"; exit 0; fi
+. "$AGG_SRC/t/lib/vcluster.sh"
+export AGG_PIN_DIR=/sys/fs/bpf/aggbench-$$
+trap 'vcluster_down; rm -rf "$tmp" "$AGG_PIN_DIR"' EXIT
+T=${BENCH_SECONDS:-3}
+ITERS=${BENCH_ITERS:-3}
+
+cpu_busy() {	# jiffies the machine spent not idle
+	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat
+}
+hz=$(getconf CLK_TCK)
+
+# ---- 1. aggregation rate -------------------------------------------------
+cat >"$tmp/rate.txt" <<'EOF_HOSTS'
+ps0 10.90.0.100 bw=40 role=ps
+w0  10.90.0.1   bw=10
+w1  10.90.0.2   bw=10
+EOF_HOSTS
+VCLUSTER_MTU=9000 vcluster_up "$tmp/rate.txt" aggbr$$- || exit 1
+# Resolve ARP first: the counting XDP_DROP program would drop the replies.
+vcluster_run w0 ping -c 1 -W 2 -q 10.90.0.100 >/dev/null
+stat_of() { agg-stat --node ps0 | awk -v k="$1" '$1 == k { print $2 }'; }
+echo "aggregation rate: one sender (w0) to ps0 for $T s; w1 never sends, so"
+echo "every packet is aggregated into a slot and none completes"
+printf '%-8s %-22s %12s %8s\n' segment receiver packets/s vs_drop
+for seg in 128 2048; do
+	agg-plan -s ps --segment $seg --size 64M "$tmp/rate.txt" >"$tmp/plan.$seg"
+	# XDP_DROP baseline
+	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv obj "$B/drop.bpf.o" sec xdp.frags || exit 1
+	vcluster_run w0 blast "$tmp/plan.$seg" w0 ps0 "$T" >/dev/null
+	drop=$(bpftool -j map dump name drop_count | jq '[.[0].formatted.values[].value] | add')
+	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv off
+	drop_pps=$(awk -v n="$drop" -v t="$T" 'BEGIN { printf "%.0f", n / t }')
+	printf '%-8s %-22s %12s %8s\n' $seg "xdp_drop" "$drop_pps" 1.00
+	# agg_xdp
+	vcluster_run ps0 agg-load "$tmp/plan.$seg" || exit 1
+	a0=$(stat_of added)
+	vcluster_run w0 blast "$tmp/plan.$seg" w0 ps0 "$T" >/dev/null
+	a1=$(stat_of added)
+	vcluster_run ps0 agg-load --unload --node ps0
+	awk -v s=$seg -v n=$((a1 - a0)) -v t="$T" -v d="$drop_pps" \
+		'BEGIN { printf "%-8s %-22s %12.0f %8.2f\n", s, "agg_xdp", n / t, n / t / d }'
+	# user space
+	vcluster_run ps0 uagg "$tmp/plan.$seg" ps0 $((T + 1)) >"$tmp/uagg" &
+	sleep 0.5
+	vcluster_run w0 blast "$tmp/plan.$seg" w0 ps0 "$T" >/dev/null
+	wait
+	awk -v s=$seg -v n="$(cat "$tmp/uagg")" -v t="$T" -v d="$drop_pps" \
+		'BEGIN { printf "%-8s %-22s %12.0f %8.2f\n", s, "user-space recvmmsg", n / t, n / t / d }'
+done
+vcluster_down
+echo
+
+# ---- 2. allreduce --------------------------------------------------------
+gloo=
+PY=/usr/bin/python3	# Debian's, where python3-torch installs
+if $PY -c 'import torch.distributed' 2>/dev/null; then gloo=yes; fi
+echo "allreduce: median of $ITERS iterations after one warm-up; MTU 9000,"
+echo "segment 2048; agg's time is the wall time of starting agg-recv and"
+echo "agg-send on every worker until all results are written (/dev/shm)"
+printf '%-8s %-6s %-6s %9s %10s %9s\n' workers size impl seconds busbw_GB/s cpu_s
+for n in 4 8; do
+	{
+		echo "ps0 10.90.0.100 bw=40 role=ps"
+		i=1; while [ $i -le $n ]; do echo "w$i 10.90.0.$i bw=10"; i=$((i + 1)); done
+	} >"$tmp/ar$n.txt"
+	VCLUSTER_MTU=9000 vcluster_up "$tmp/ar$n.txt" aggba$$- || exit 1
+	for size in 10000000 100000000; do
+		label=$((size / 1000000))MB
+		agg-plan --segment 2048 --size $size "$tmp/ar$n.txt" >"$tmp/p"
+		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load "$tmp/p" || exit 1; done
+		ws=$(awk '$1 == "node" && !/ role=ps/ { print $2 }' "$tmp/p")
+		shm=$(mktemp -d /dev/shm/aggbench.XXXXXX)
+		for w in $ws; do gradtool gen $((size / 4)) 2048 1 >"$shm/in.$w"; done
+		: >"$tmp/times"; : >"$tmp/cpus"
+		it=0
+		while [ $it -le "$ITERS" ]; do
+			c0=$(cpu_busy); t0=$(now); pids=
+			for w in $ws; do vcluster_run $w agg-recv --iter $it --timeout 60 "$shm/out.$w" & pids="$pids $!"; done
+			for w in $ws; do vcluster_run $w agg-send --iter $it --timeout 30 "$shm/in.$w" & pids="$pids $!"; done
+			ok=1; for p in $pids; do wait $p || ok=0; done
+			t1=$(now); c1=$(cpu_busy)
+			[ $ok = 1 ] || { echo "dp: agg allreduce failed"; exit 1; }
+			if [ $it -gt 0 ]; then
+				echo "$t1 - $t0" | bc -l >>"$tmp/times"
+				echo "($c1 - $c0) / $hz" | bc -l >>"$tmp/cpus"
+			fi
+			it=$((it + 1))
+		done
+		rm -rf "$shm"
+		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done
+		med() { sort -n "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+		t=$(med "$tmp/times"); c=$(med "$tmp/cpus")
+		awk -v n=$n -v l=$label -v t=$t -v b=$size -v c=$c \
+			'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f\n", n, l, "agg", t, 2 * (n - 1) / n * b / t / 1e9, c }'
+		if [ -n "$gloo" ]; then
+			pids=; r=0
+			for w in $ws; do
+				vcluster_run $w $PY "$here/gloo.py" $r $n 10.90.0.1 $size $ITERS >"$tmp/gloo.$r" 2>&1 &
+				pids="$pids $!"; r=$((r + 1))
+			done
+			for p in $pids; do wait $p; done
+			if grep -qv '^[0-9.]* [0-9.]*$' "$tmp/gloo.0"; then
+				echo "dp: gloo failed: $(head -3 "$tmp/gloo.0")"
+			else
+				cut -d' ' -f1 "$tmp/gloo.0" >"$tmp/gt"; cut -d' ' -f2 "$tmp/gloo.0" >"$tmp/gc"
+				t=$(med "$tmp/gt"); c=$(med "$tmp/gc")
+				awk -v n=$n -v l=$label -v t=$t -v b=$size -v c=$c \
+					'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f\n", n, l, "gloo", t, 2 * (n - 1) / n * b / t / 1e9, c }'
+			fi
+		fi
+	done
+	vcluster_down
+done
+[ -n "$gloo" ] || echo "(gloo: python3-torch is not installed; apt-get install python3-torch)"
