@@ -43,7 +43,10 @@ for seg in 128 2048; do
 	# XDP_DROP baseline
 	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv obj "$B/drop.bpf.o" sec xdp.frags || exit 1
 	vcluster_run w0 blast "$tmp/plan.$seg" w0 ps0 "$T" >/dev/null
-	drop=$(bpftool -j map dump name drop_count | jq '[.[0].formatted.values[].value] | add')
+	# the counter map of the program attached there, not any map of that name
+	prog=$(ip -n "$(vcluster_ns ps0)" -j link show dev eth0 | jq '.[0].xdp.prog.id')
+	map=$(bpftool -j prog show id "$prog" | jq '.map_ids[0]')
+	drop=$(bpftool -j map dump id "$map" | jq '[.[0].formatted.values[].value] | add')
 	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv off
 	drop_pps=$(awk -v n="$drop" -v t="$T" 'BEGIN { printf "%.0f", n / t }')
 	printf '%-8s %-22s %12s %8s\n' $seg "xdp_drop" "$drop_pps" 1.00

@@ -233,31 +233,79 @@ static __always_inline int newer(__u32 ver, __u32 seg, struct agg_slot *s)
 	return ver > s->ver || (ver == s->ver && seg > s->seg);
 }
 
+/*
+ * The slot of (iteration, segment): segments are numbered across
+ * iterations, and the pool holds two windows, so a segment's slot is
+ * reused only once every worker has sent a segment a window later, that
+ * is once every worker has the segment's result (SwitchML's shadow pool).
+ * Until then a resend or a request can be answered from the slot.
+ */
+static __always_inline __u32 slot_of(__u32 iter, __u32 seg)
+{
+	return ((__u64)iter * cfg_nsegs + seg) % cfg_nslots;
+}
+
+/* The slot's final values into buf; nonzero if a sum saturated. */
+static __always_inline __u32 finish(struct agg_slot *s, __s32 *buf)
+{
+	__u32 sat = 0;
+
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
+		__s64 v;
+
+		if (i >= cfg_segment)
+			break;
+		v = s->acc[i];
+		/* Branch-free, or the verifier follows every path. */
+		sat |= (__u64)(AGG_SUM_LIMIT - v) >> 63;
+		if (v > AGG_SUM_LIMIT)
+			v = AGG_POISON_HI;
+		buf[i] = (__s32)v;
+	}
+	return sat;
+}
+
+enum { AGG_NEW, AGG_COMPLETE, AGG_SERVE };
+
 static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 				     struct agg_tree_info *ti, __u32 bit)
 {
 	__u32 seg = h->seg, ver = h->iter + 1, op = h->op, zero = 0;
-	__u32 si = seg % cfg_nslots, sat = 0;
+	__u32 si = slot_of(h->iter, seg), sat = 0, from = h->from;
 	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &si);
 	struct agg_slot *s = bpf_map_lookup_elem(&slots, &si);
 	__s32 *buf = bpf_map_lookup_elem(&scratch, &zero);
+	int request = h->type == AGG_T_REQUEST;
 	__u64 expect = ti->expect;
-	int verdict = 0, done = 0;
+	int verdict = 0, what = AGG_NEW;
 	struct pkt p;
 
 	if (!lk || !s || !buf)
-		return XDP_ABORTED;
-	if (bpf_xdp_load_bytes(ctx, VAL_OFF, buf, cfg_segment * 4))
+		return drop(AGG_S_ERROR);
+	if (!request && bpf_xdp_load_bytes(ctx, VAL_OFF, buf, cfg_segment * 4))
 		return drop(AGG_S_DROP_MALFORMED);
 
 	bpf_spin_lock(&lk->lock);
 	if (s->ver == ver && s->seg == seg) {
-		if (s->done || (s->bitmap & (1ULL << bit))) {
-			verdict = AGG_S_DROP_DUP;
-			goto out;
-		}
 		if (s->op != op) {
 			verdict = AGG_S_DROP_MALFORMED;
+			goto out;
+		}
+		if (s->done) {
+			/* A resend or a request from a child that has no
+			 * result: the segment is finished here, send it on
+			 * again (up, or from the root back to that child). */
+			sat = finish(s, buf);
+			what = AGG_SERVE;
+			goto out;
+		}
+		if (request) {
+			verdict = AGG_S_PENDING;
+			goto out;
+		}
+		if (s->bitmap & (1ULL << bit)) {
+			verdict = AGG_S_DROP_DUP;
 			goto out;
 		}
 		if (op == AGG_OP_SUM) {
@@ -285,6 +333,10 @@ static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 			}
 		}
 	} else if (newer(ver, seg, s)) {
+		if (request) {
+			verdict = AGG_S_PENDING;
+			goto out;
+		}
 		/* The same iteration's older segment unfinished: the sender
 		 * overran the window.  A newer iteration abandons it. */
 		if (s->ver == ver && !s->done) {
@@ -309,36 +361,30 @@ static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 	s->bitmap |= 1ULL << bit;
 	if (s->bitmap == expect) {
 		s->done = 1;
-		done = 1;
-#pragma clang loop unroll(disable)
-		for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
-			__s64 v;
-
-			if (i >= cfg_segment)
-				break;
-			v = s->acc[i];
-			/* Branch-free, or the verifier follows every path. */
-			sat |= (__u64)(AGG_SUM_LIMIT - v) >> 63;
-			if (v > AGG_SUM_LIMIT)
-				v = AGG_POISON_HI;
-			buf[i] = (__s32)v;
-		}
+		what = AGG_COMPLETE;
+		sat = finish(s, buf);
 	}
 out:
 	bpf_spin_unlock(&lk->lock);
 	if (verdict)
 		return drop(verdict);
-	count(AGG_S_ADDED);
-	if (!done)
+	if (what == AGG_NEW) {
+		count(AGG_S_ADDED);
 		return XDP_DROP;	/* consumed into the slot */
-
-	count(AGG_S_DONE);
-	if (sat && op == AGG_OP_SUM)
-		count(AGG_S_SATURATED);
+	}
+	if (what == AGG_COMPLETE) {
+		count(AGG_S_ADDED);
+		count(AGG_S_DONE);
+		if (sat && op == AGG_OP_SUM)
+			count(AGG_S_SATURATED);
+	} else {
+		count(AGG_S_SERVED);
+	}
 	if (bpf_xdp_store_bytes(ctx, VAL_OFF, buf, cfg_segment * 4))
 		return XDP_ABORTED;
 	if (pkt_parse(ctx, &p))
 		return XDP_ABORTED;
+	p.h->attempt = 0;
 	if (ti->parent >= 0) {
 		__u32 pi = ti->parent;
 		struct agg_node_info *n = bpf_map_lookup_elem(&nodes, &pi);
@@ -349,6 +395,15 @@ out:
 		 * qdisc and is dropped when the peer's ring is full. */
 		pkt_address(&p, n, AGG_T_DATA, AGG_F_UP);
 		count(AGG_S_FWD_UP);
+		return XDP_PASS;
+	}
+	if (what == AGG_SERVE) {
+		/* The root answers the child that asked, and only it. */
+		struct agg_node_info *n = bpf_map_lookup_elem(&nodes, &from);
+
+		if (!n)
+			return XDP_ABORTED;
+		pkt_address(&p, n, AGG_T_RESULT, AGG_F_UP);
 		return XDP_PASS;
 	}
 	/* The root: the aggregate is the result; TC copies it to the children. */
@@ -374,18 +429,23 @@ static __always_inline int result(struct xdp_md *ctx, struct agg_hdr *h,
 		__u64 *pg = bpf_map_lookup_elem(&progress, &pk);
 
 		if (!m || !res || !pg)
-			return XDP_ABORTED;
+			return drop(AGG_S_ERROR);
 		old = m->ver;
-		if (old == ver)
-			return drop(AGG_S_DROP_DUP);
 		if (old > ver)
 			return drop(AGG_S_DROP_STALE);
+		if (old == ver) {
+			/* Ours already; a resent result still goes on to
+			 * the children, one of which asked for it. */
+			if (!nkids)
+				return drop(AGG_S_DROP_DUP);
+			goto relay;
+		}
 		if (bpf_xdp_load_bytes(ctx, VAL_OFF, res, cfg_segment * 4))
 			return drop(AGG_S_DROP_MALFORMED);
 		m->op = h->op;
 		if (__sync_val_compare_and_swap(&m->ver, old, ver) != old)
 			return drop(AGG_S_DROP_DUP);
-		count(AGG_S_RESULTS);
+		count(AGG_S_STORED);
 		if (seg >= cfg_nexp) {
 			/* Count the iteration's data segments: (ver << 32) | n. */
 #pragma clang loop unroll(disable)
@@ -399,9 +459,15 @@ static __always_inline int result(struct xdp_md *ctx, struct agg_hdr *h,
 				}
 			}
 		}
+	} else {
+relay:
+		if (!nkids)
+			return drop(AGG_S_DROP_ROUTE);
+		count(AGG_S_RELAYED);
 	}
 	if (pkt_parse(ctx, &p))
 		return XDP_ABORTED;
+	p.h->attempt = 0;
 	if (nkids) {
 		struct agg_node_info self = { .addr = cfg_self_addr };
 
@@ -417,6 +483,62 @@ static __always_inline int result(struct xdp_md *ctx, struct agg_hdr *h,
 	return XDP_PASS;
 }
 
+/* Answer a probe in place: the slot's state for (iter, seg), back to the
+ * prober's address and port. */
+static __always_inline int probe(struct xdp_md *ctx, struct agg_hdr *h,
+				 struct agg_tree_info *ti)
+{
+	__u32 seg = h->seg, ver = h->iter + 1, si = slot_of(h->iter, seg);
+	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &si);
+	struct agg_slot *s = bpf_map_lookup_elem(&slots, &si);
+	struct agg_probe a = { .node = cfg_self, .expect = ti->expect };
+	struct agg_meta *m;
+	struct pkt p;
+	__u8 mac[ETH_ALEN];
+	__u32 addr;
+	__u16 port;
+
+	if (!lk || !s)
+		return drop(AGG_S_ERROR);
+	if (cfg_worker) {
+		m = bpf_map_lookup_elem(&meta, &seg);
+		if (m)
+			a.result_ver = m->ver;
+	}
+	bpf_spin_lock(&lk->lock);
+	a.slot_ver = s->ver;
+	a.slot_seg = s->seg;
+	a.bitmap = s->bitmap;
+	if (!ti->expect)
+		a.state = AGG_PROBE_NOT_IN_TREE;
+	else if (s->ver == ver && s->seg == seg)
+		a.state = s->done ? AGG_PROBE_DONE : AGG_PROBE_COLLECTING;
+	else if (newer(ver, seg, s))
+		a.state = AGG_PROBE_EMPTY;
+	else
+		a.state = AGG_PROBE_GONE;
+	bpf_spin_unlock(&lk->lock);
+	if (a.state != AGG_PROBE_COLLECTING && a.state != AGG_PROBE_DONE)
+		a.bitmap = 0;
+	if (bpf_xdp_store_bytes(ctx, VAL_OFF, &a, sizeof(a)))
+		return XDP_ABORTED;
+	if (pkt_parse(ctx, &p))
+		return XDP_ABORTED;
+	__builtin_memcpy(mac, p.eth->h_source, ETH_ALEN);
+	__builtin_memcpy(p.eth->h_source, p.eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(p.eth->h_dest, mac, ETH_ALEN);
+	addr = p.ip->saddr;
+	p.ip->saddr = p.ip->daddr;
+	p.ip->daddr = addr;		/* the checksum does not change */
+	port = p.udp->source;
+	p.udp->source = p.udp->dest;
+	p.udp->dest = port;
+	p.udp->check = 0;
+	p.h->from = cfg_self;
+	count(AGG_S_PROBES);
+	return XDP_TX;
+}
+
 /* xdp.frags: multi-buffer frames, so jumbo segments attach on veth. */
 SEC("xdp.frags")
 int agg_xdp(struct xdp_md *ctx)
@@ -428,21 +550,23 @@ int agg_xdp(struct xdp_md *ctx)
 	struct udphdr *udp = (void *)(ip + 1);
 	struct agg_hdr *h = (void *)(udp + 1);
 	struct agg_tree_info *ti;
-	__u32 *idx, tree, bit, from, k;
+	__u32 *idx, tree, bit, from, k, vals;
 
-	if ((void *)(udp + 1) > end)
+	if ((void *)(udp + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) ||
+	    ip->ihl != 5 || ip->version != 4 || ip->protocol != IPPROTO_UDP ||
+	    (ip->frag_off & bpf_htons(0x3fff)) || udp->dest != bpf_htons(cfg_port) ||
+	    ip->daddr != cfg_self_addr) {
+		count(AGG_S_OTHER);
 		return XDP_PASS;
-	if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->version != 4 ||
-	    ip->protocol != IPPROTO_UDP || (ip->frag_off & bpf_htons(0x3fff)) ||
-	    udp->dest != bpf_htons(cfg_port) || ip->daddr != cfg_self_addr)
-		return XDP_PASS;
+	}
 	count(AGG_S_RX);
 	if ((void *)(h + 1) > end)
 		return drop(AGG_S_DROP_MALFORMED);
-	if (h->magic != AGG_MAGIC || h->flags || h->rsvd || h->op >= AGG_OP_COUNT ||
-	    h->count != cfg_segment || h->iter == 0xffffffff ||
-	    bpf_ntohs(udp->len) != sizeof(*udp) + sizeof(*h) + cfg_segment * 4 ||
-	    bpf_ntohs(ip->tot_len) != sizeof(*ip) + sizeof(*udp) + sizeof(*h) + cfg_segment * 4)
+	vals = h->type == AGG_T_PROBE ? sizeof(struct agg_probe) : cfg_segment * 4;
+	if (h->magic != AGG_MAGIC || h->flags || h->op >= AGG_OP_COUNT ||
+	    h->count != (h->type == AGG_T_PROBE ? 0 : cfg_segment) || h->iter == 0xffffffff ||
+	    bpf_ntohs(udp->len) != sizeof(*udp) + sizeof(*h) + vals ||
+	    bpf_ntohs(ip->tot_len) != sizeof(*ip) + sizeof(*udp) + sizeof(*h) + vals)
 		return drop(AGG_S_DROP_MALFORMED);
 	if (h->job != cfg_job)
 		return drop(AGG_S_DROP_JOB);
@@ -464,8 +588,10 @@ int agg_xdp(struct xdp_md *ctx)
 	ti = bpf_map_lookup_elem(&trees, &tree);
 	if (!ti)
 		return drop(AGG_S_DROP_ROUTE);
+	if (h->attempt)
+		count(AGG_S_RETX);
 
-	if (h->type == AGG_T_DATA) {
+	if (h->type == AGG_T_DATA || h->type == AGG_T_REQUEST) {
 		/* A map lookup, not a search: a searched bit would be a
 		 * different constant on every path, and the verifier would
 		 * walk the aggregation loops once per child. */
@@ -483,6 +609,8 @@ int agg_xdp(struct xdp_md *ctx)
 			return drop(AGG_S_DROP_ROUTE);
 		return result(ctx, h, ti);
 	}
+	if (h->type == AGG_T_PROBE)
+		return probe(ctx, h, ti);
 	return drop(AGG_S_DROP_MALFORMED);
 }
 
@@ -512,12 +640,12 @@ int agg_tc(struct __sk_buff *skb)
 	__u16 port;
 
 	if ((void *)(h + 1) > end)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->protocol != IPPROTO_UDP ||
 	    udp->dest != bpf_htons(cfg_port) || h->magic != AGG_MAGIC ||
 	    !(h->flags & (AGG_F_FANOUT | AGG_F_UP)) || ip->saddr != cfg_self_addr ||
 	    h->from != cfg_self || h->job != cfg_job)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;	/* not ours: tcx runs the next program */
 	flags = h->flags;
 	if (flags & AGG_F_UP) {	/* addressed to the parent by XDP already */
 		bpf_skb_store_bytes(skb, FLAGS_OFF, &zero, 1, 0);

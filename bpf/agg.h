@@ -22,6 +22,10 @@
 enum {
 	AGG_T_DATA = 1,		/* a contribution or partial aggregate, child -> parent */
 	AGG_T_RESULT = 2,	/* a finished segment, parent -> children */
+	AGG_T_REQUEST = 3,	/* child -> parent: like DATA, but contributes
+				 * nothing; asks for a finished segment again */
+	AGG_T_PROBE = 4,	/* any member -> a node: its slot state for (iter,
+				 * seg), answered in place (struct agg_probe) */
 };
 
 /* hdr.op */
@@ -48,8 +52,8 @@ struct agg_hdr {
 	__u32 job;
 	__u32 iter;		/* the training iteration */
 	__u32 seg;		/* wire segment: exponent segments first, then data */
-	__u16 count;		/* int32 values that follow (= plan segment) */
-	__u16 rsvd;		/* 0 */
+	__u16 count;		/* int32 values that follow (= plan segment; PROBE 0) */
+	__u16 attempt;		/* 0: first transmission; n: the n-th resend */
 	__u64 token;		/* the plan's per-job token */
 } __attribute__((packed));
 
@@ -108,14 +112,45 @@ struct agg_meta {
 /* "progress" map: results stored per iteration, (ver << 32) | count. */
 #define AGG_PROGRESS_SLOTS	4
 
+/*
+ * A PROBE carries this after the header (count 0); the probed node fills
+ * it in and sends the packet back to the prober's address and port.
+ */
+enum {
+	AGG_PROBE_ASKED,	/* not answered (what the prober sends) */
+	AGG_PROBE_EMPTY,	/* the slot holds an older segment: none of this one in */
+	AGG_PROBE_COLLECTING,	/* the slot collects this segment: bitmap says who is in */
+	AGG_PROBE_DONE,		/* complete and sent on (bitmap == expect) */
+	AGG_PROBE_GONE,		/* the slot already holds a newer segment */
+	AGG_PROBE_NOT_IN_TREE,	/* the node has no children in the segment's tree */
+};
+
+struct agg_probe {
+	__u32 node;		/* the node that answered */
+	__u32 state;		/* AGG_PROBE_* */
+	__u64 bitmap;		/* contributors in (bit i: kid[i], bit nkids: self) */
+	__u64 expect;		/* contributors the slot waits for */
+	__u32 slot_ver;		/* what the slot holds: iteration + 1, segment */
+	__u32 slot_seg;
+	__u32 result_ver;	/* iteration + 1 of the node's result of seg (workers) */
+	__u32 rsvd;
+};
+
 /* Per-CPU counters ("stats" map, one __u64 each). */
 enum agg_stat {
-	AGG_S_RX,		/* agg packets for this job */
-	AGG_S_ADDED,		/* contributions added into a slot */
+	AGG_S_OTHER,		/* not agg traffic for this node: passed untouched */
+	AGG_S_RX,		/* agg packets for this job: each gets one outcome
+				 * below (added ... probes, or a drop_*) */
+	AGG_S_ADDED,		/* outcome: a contribution added into a slot */
+	AGG_S_STORED,		/* outcome: a result stored for the local worker */
+	AGG_S_RELAYED,		/* outcome: a result fanned out, not stored here */
+	AGG_S_SERVED,		/* outcome: a resend or request for a finished
+				 * segment, answered by sending it on again */
+	AGG_S_PENDING,		/* outcome: a request for an unfinished segment */
+	AGG_S_PROBES,		/* outcome: a probe answered */
 	AGG_S_DONE,		/* slots completed */
 	AGG_S_FWD_UP,		/* partial aggregates sent to the parent */
 	AGG_S_FANOUT,		/* result copies sent to children (TC) */
-	AGG_S_RESULTS,		/* result segments stored for the local worker */
 	AGG_S_SIGNALS,		/* fetch signals delivered to agg-recv */
 	AGG_S_SATURATED,	/* sums past AGG_SUM_LIMIT sent on as poison */
 	AGG_S_DROP_DUP,		/* a contributor already in the slot */
@@ -127,14 +162,17 @@ enum agg_stat {
 	AGG_S_DROP_MEMBER,	/* source address not in the plan, or not its node */
 	AGG_S_DROP_ROUTE,	/* wrong tree, or not a child / the parent here */
 	AGG_S_DROP_SEG,		/* segment out of range */
-	AGG_S_TX_FAIL,		/* XDP_TX or clone failed */
+	AGG_S_ERROR,		/* outcome: an internal error (XDP_ABORTED) */
+	AGG_S_RETX,		/* received packets with attempt > 0 */
+	AGG_S_TX_FAIL,		/* a redirect or clone failed */
 	AGG_S_COUNT,
 };
 
 #define AGG_STAT_NAMES { \
-	"rx", "added", "done", "fwd_up", "fanout", "results", "signals", \
-	"saturated", "drop_dup", "drop_stale", "drop_busy", "drop_malformed", \
-	"drop_job", "drop_token", "drop_member", "drop_route", "drop_seg", \
-	"tx_fail", }
+	"other", "rx", "added", "stored", "relayed", "served", "pending", \
+	"probes", "done", "fwd_up", "fanout", "signals", "saturated", \
+	"drop_dup", "drop_stale", "drop_busy", "drop_malformed", "drop_job", \
+	"drop_token", "drop_member", "drop_route", "drop_seg", "error", \
+	"retx", "tx_fail", }
 
 #endif

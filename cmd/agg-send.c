@@ -144,7 +144,8 @@ struct sender {
 	uint8_t *frame;			/* eth + ip + udp + agg header + values */
 	uint8_t *out;			/* the frame after our XDP program ran */
 	size_t frame_len;
-	uint64_t sent_local, sent_remote;
+	uint64_t sent_local, sent_remote, resent;
+	double rtt_max;			/* longest recent round trip, s */
 };
 
 static int sender_init(struct sender *s, struct agg_node *n)
@@ -209,8 +210,9 @@ static struct agg_hdr *frame_hdr(struct sender *s)
 				  sizeof(struct udphdr));
 }
 
-/* Send the segment in the frame's header and values. */
-static int send_seg(struct sender *s, uint32_t seg)
+/* Send the segment in the frame's header and values, as the attempt-th
+ * resend (0: the first transmission). */
+static int send_seg(struct sender *s, uint32_t seg, unsigned attempt)
 {
 	const struct agg_plan *p = &s->n->plan;
 	struct agg_hdr *h = frame_hdr(s);
@@ -224,7 +226,10 @@ static int send_seg(struct sender *s, uint32_t seg)
 	h->iter = env.iter;
 	h->seg = seg;
 	h->count = s->n->l.segment;
+	h->attempt = attempt > 0xffff ? 0xffff : attempt;
 	h->token = p->token;
+	if (attempt)
+		s->resent++;
 	if (s->local[t]) {
 		/* Our own contribution enters our own XDP program directly.  A
 		 * plain BPF_PROG_RUN: the live-frames mode sets up and tears
@@ -263,19 +268,6 @@ static int send_seg(struct sender *s, uint32_t seg)
 	return 0;
 }
 
-/* Wait until fewer than 'window' of [lo, upto) are outstanding... simply:
- * until segment 'need' has its result, or time out. */
-static int wait_seg(struct sender *s, uint32_t seg, double *last_progress)
-{
-	while (agg_node_missing(s->n, seg, seg + 1, env.iter)) {
-		if (now() - *last_progress > env.timeout)
-			return -ETIMEDOUT;
-		usleep(50);
-	}
-	*last_progress = now();
-	return 0;
-}
-
 static int timeout_report(struct sender *s, uint32_t lo, uint32_t hi)
 {
 	char ranges[512];
@@ -287,29 +279,113 @@ static int timeout_report(struct sender *s, uint32_t lo, uint32_t hi)
 	return AGG_EXIT_PROBLEM;
 }
 
-/* Send wire segments [lo, hi), keeping at most the pool in flight, and wait
- * for all of them.  fill(s, seg) puts a segment's values into the frame. */
+/*
+ * When a segment without its result is sent again.  A result acknowledges
+ * a segment and comes back only when every worker has sent it, so round
+ * trips follow the slowest worker, and on a busy host a worker that is
+ * not scheduled for a few milliseconds holds every result up: the tail,
+ * not the mean, says when a result is overdue.  The timeout is twice the
+ * longest recent round trip of a segment sent once (Karn; the maximum
+ * decays by 1% per sample), at least RTO_MIN, RTO_INIT before the first
+ * sample (the workers start at different times), doubled per resend up
+ * to RTO_MAX.
+ */
+#define RTO_MIN		0.010
+#define RTO_INIT	0.200
+#define RTO_MAX		1.0
+static double rto(const struct sender *s, unsigned attempt)
+{
+	double t = s->rtt_max ? 2 * s->rtt_max : RTO_INIT;
+
+	if (t < RTO_MIN)
+		t = RTO_MIN;
+	while (attempt-- && t < RTO_MAX)
+		t *= 2;
+	return t < RTO_MAX ? t : RTO_MAX;
+}
+
+static void rtt_sample(struct sender *s, double r)
+{
+	s->rtt_max *= 0.99;
+	if (r > s->rtt_max)
+		s->rtt_max = r;
+}
+
+struct lane {			/* one slot of the window */
+	uint32_t seg;		/* the segment in flight, or UINT32_MAX */
+	unsigned attempt;
+	double sent;
+};
+
+/*
+ * Send wire segments [lo, hi) through a window of lanes: lane j carries
+ * segments lo + j, lo + j + window, ..., and sends the next one as soon as
+ * the result of the one before is on this node (the result acknowledges
+ * it), so a node never holds more than the window of ours.  fill(s, seg)
+ * puts a segment's values into the frame.
+ */
 static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 		     void (*fill)(struct sender *, uint32_t, void *), void *ctx)
 {
-	uint32_t window = s->n->l.nslots;
-	double last = now();
-	int err;
+	uint32_t window = s->n->l.window, nl = hi - lo < window ? hi - lo : window, busy = nl;
+	struct lane *lane = calloc(nl ? nl : 1, sizeof(*lane));
+	double last = now(), t;
+	int err = 0;
 
-	frame_hdr(s)->op = op;
-	for (uint32_t seg = lo; seg < hi; seg++) {
-		if (seg >= lo + window && wait_seg(s, seg - window, &last))
-			return timeout_report(s, lo, hi);
-		fill(s, seg, ctx);
-		err = send_seg(s, seg);
-		if (err) {
-			agg_err("cannot send segment %u: %s", seg, strerror(-err));
-			return AGG_EXIT_SYSTEM;
-		}
+	if (!lane) {
+		agg_err("out of memory");
+		return AGG_EXIT_SYSTEM;
 	}
-	for (uint32_t seg = hi > window ? hi - window : lo; seg < hi; seg++)
-		if (seg >= lo && wait_seg(s, seg, &last))
+	frame_hdr(s)->op = op;
+	for (uint32_t j = 0; j < nl && !err; j++) {
+		fill(s, lo + j, ctx);
+		err = send_seg(s, lo + j, 0);
+		lane[j] = (struct lane){ lo + j, 0, now() };
+	}
+	while (busy && !err) {
+		bool moved = false;
+
+		t = now();
+		for (uint32_t j = 0; j < nl && !err; j++) {
+			struct lane *l = &lane[j];
+
+			if (l->seg == UINT32_MAX)
+				continue;
+			if (!agg_node_missing(s->n, l->seg, l->seg + 1, env.iter)) {
+				if (!l->attempt)	/* Karn: unambiguous samples only */
+					rtt_sample(s, t - l->sent);
+				moved = true;
+				last = t;
+				if ((uint64_t)l->seg + window >= hi) {
+					l->seg = UINT32_MAX;
+					busy--;
+					continue;
+				}
+				l->seg += window;
+				l->attempt = 0;
+			} else if (t - l->sent > rto(s, l->attempt)) {
+				l->attempt++;
+			} else {
+				continue;
+			}
+			fill(s, l->seg, ctx);
+			err = send_seg(s, l->seg, l->attempt);
+			l->sent = now();
+		}
+		if (err)
+			break;
+		if (now() - last > env.timeout) {
+			free(lane);
 			return timeout_report(s, lo, hi);
+		}
+		if (!moved)
+			usleep(50);
+	}
+	free(lane);
+	if (err) {
+		agg_err("cannot send: %s", strerror(-err));
+		return AGG_EXIT_SYSTEM;
+	}
 	return 0;
 }
 
@@ -415,14 +491,15 @@ int main(int argc, char **argv)
 	if (rc)
 		goto out;
 	agg_info("iteration %u: %u segments aggregated (%" PRIu64 " here, %" PRIu64
-		 " sent) in %.3f s", env.iter, n.l.nsegs, s.sent_local, s.sent_remote,
-		 now() - t0);
+		 " sent, %" PRIu64 " of them resent) in %.3f s", env.iter, n.l.nsegs,
+		 s.sent_local, s.sent_remote, s.resent, now() - t0);
 	if (agg_print_json()) {
 		agg_print_obj_open(NULL);
 		agg_print_uint("iter", NULL, env.iter);
 		agg_print_uint("segments", NULL, n.l.nsegs);
 		agg_print_uint("local", NULL, s.sent_local);
 		agg_print_uint("sent", NULL, s.sent_remote);
+		agg_print_uint("resent", NULL, s.resent);
 		agg_print_uint("nonfinite", NULL, nonfinite);
 		agg_print_float("seconds", NULL, now() - t0);
 		agg_print_obj_close();

@@ -119,7 +119,7 @@ echo "== counters (agg-stat): packets in, slots completed, sent up, fanned out, 
 printf '%-4s %9s %8s %8s %8s %8s %6s\n' node rx done fwd_up fanout results drops
 for h in $(vcluster_hosts); do
 	agg-stat --node "$h" | awk -v h="$h" '{ v[$1] = $2 } $1 ~ /^drop_/ { d += $2 }
-		END { printf "%-4s %9d %8d %8d %8d %8d %6d\n", h, v["rx"], v["done"], v["fwd_up"], v["fanout"], v["results"], d }'
+		END { printf "%-4s %9d %8d %8d %8d %8d %6d\n", h, v["rx"], v["done"], v["fwd_up"], v["fanout"], v["stored"], d }'
 done
 echo
 for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done

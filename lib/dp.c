@@ -72,8 +72,9 @@ int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 	}
 	l->ndata = (uint32_t)ndata;
 	l->nsegs = l->ndata + l->nexp;
-	l->nslots = p->slots * (uint32_t)p->ntrees;
-	if (l->nslots == 0 || l->nslots > 1u << 20) {
+	l->window = p->slots * (uint32_t)p->ntrees;
+	l->nslots = 2 * l->window;
+	if (l->window == 0 || l->window > 1u << 20) {
 		snprintf(why, whylen, "slots=%u x %d trees: the pool takes 1 to %u entries",
 			 p->slots, p->ntrees, 1u << 20);
 		return -EINVAL;

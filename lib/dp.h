@@ -22,7 +22,9 @@ struct agg_layout {
 	uint32_t ndata;		/* data segments */
 	uint32_t nexp;		/* exponent segments, sent first */
 	uint32_t nsegs;		/* ndata + nexp: wire segments 0..nsegs-1 */
-	uint32_t nslots;	/* the slot pool of every node: slots x trees */
+	uint32_t window;	/* segments a sender keeps in flight: slots x trees */
+	uint32_t nslots;	/* the slot pool of every node: 2 x window, so a
+				 * finished segment stays until every worker has it */
 	uint32_t workers;	/* W: nodes that contribute */
 	int shift;		/* S of the quantization */
 };
