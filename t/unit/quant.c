@@ -133,9 +133,9 @@ int main(void)
 		p.segment = 128;
 		p.slots = 256;
 		ok(agg_layout_of(&p, &l, why, sizeof(why)) == 0 && l.nvalues == 1000000 &&
-		   l.ndata == 7813 && l.nexp == 62 && l.nsegs == 7875 && l.nslots == 512 &&
+		   l.ndata == 7813 && l.nexp == 62 && l.nsegs == 7875 && l.window == 512 && l.nslots == 1024 &&
 		   l.workers == 2 && l.shift == 29,
-		   "1M values: 7813 data + 62 exponent segments, pool 256 x 2 trees");
+		   "1M values: 7813 data + 62 exponent segments, window 256 x 2 trees, pool twice that");
 		p.size = 4002;
 		ok(agg_layout_of(&p, &l, why, sizeof(why)) == -EINVAL && strstr(why, "float32"),
 		   "a size that is not whole float32 values is refused: %s", why);
