@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -573,4 +574,18 @@ int agg_stats_read(int fd, uint64_t out[AGG_S_COUNT], uint64_t *percpu, int ncpu
 	}
 	free(v);
 	return n;
+}
+
+int agg_link_create(int prog_fd, int ifindex, unsigned type, unsigned flags)
+{
+	union bpf_attr attr;
+	long fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.link_create.prog_fd = prog_fd;
+	attr.link_create.target_fd = ifindex;
+	attr.link_create.attach_type = type;
+	attr.link_create.flags = flags;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : (int)fd;
 }

@@ -113,4 +113,12 @@ int32_t agg_node_exponent(const struct agg_node *n, uint32_t d);
  */
 int agg_stats_read(int fd, uint64_t out[AGG_S_COUNT], uint64_t *percpu, int ncpu);
 
+/*
+ * A BPF link of prog on an interface by BPF_LINK_CREATE (XDP, or tcx,
+ * which libbpf 1.1 does not know): the link's fd or -errno.
+ */
+#define AGG_TCX_INGRESS	46	/* enum bpf_attach_type, kernel >= 6.6 */
+#define AGG_TCX_EGRESS	47
+int agg_link_create(int prog_fd, int ifindex, unsigned type, unsigned flags);
+
 #endif

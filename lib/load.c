@@ -19,25 +19,7 @@
 #include "load.h"
 #include "log.h"
 
-#ifndef BPF_TCX_INGRESS_VAL
-#define BPF_TCX_INGRESS_VAL 46	/* enum bpf_attach_type, kernel >= 6.6 */
-#endif
-
 #define FAIL(err_, ...) do { snprintf(why, whylen, __VA_ARGS__); rc = (err_); goto out; } while (0)
-
-static int link_create(int prog_fd, int ifindex, unsigned type, unsigned flags)
-{
-	union bpf_attr attr;
-	long fd;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.link_create.prog_fd = prog_fd;
-	attr.link_create.target_fd = ifindex;
-	attr.link_create.attach_type = type;
-	attr.link_create.flags = flags;
-	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-	return fd < 0 ? -errno : (int)fd;
-}
 
 static int mkdir_p(const char *path)
 {
@@ -342,13 +324,13 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	}
 
 	if (o->mode != AGG_MODE_GENERIC)
-		xdp_fd = link_create(bpf_program__fd(skel->progs.agg_xdp), nif.ifindex,
+		xdp_fd = agg_link_create(bpf_program__fd(skel->progs.agg_xdp), nif.ifindex,
 				     BPF_XDP, XDP_FLAGS_DRV_MODE);
 	if (o->mode == AGG_MODE_GENERIC || (xdp_fd < 0 && o->mode == AGG_MODE_AUTO)) {
 		if (o->mode == AGG_MODE_AUTO)
 			agg_warn("native XDP failed on %s (%s): using generic mode, which is slower",
 				 nif.name, strerror(-xdp_fd));
-		xdp_fd = link_create(bpf_program__fd(skel->progs.agg_xdp), nif.ifindex,
+		xdp_fd = agg_link_create(bpf_program__fd(skel->progs.agg_xdp), nif.ifindex,
 				     BPF_XDP, XDP_FLAGS_SKB_MODE);
 		*generic = xdp_fd >= 0;
 	}
@@ -357,8 +339,8 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 		     xdp_fd == -EBUSY || xdp_fd == -EEXIST ?
 		     " (another XDP program is attached: ip link show dev)" :
 		     o->mode == AGG_MODE_NATIVE ? " (--mode auto falls back to generic)" : "");
-	tc_fd = link_create(bpf_program__fd(skel->progs.agg_tc), nif.ifindex,
-			    BPF_TCX_INGRESS_VAL, 0);
+	tc_fd = agg_link_create(bpf_program__fd(skel->progs.agg_tc), nif.ifindex,
+			    AGG_TCX_INGRESS, 0);
 	if (tc_fd < 0)
 		FAIL(tc_fd, "cannot attach the TC program to %s: %s", nif.name,
 		     strerror(-tc_fd));
