@@ -151,6 +151,14 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+/* What agg-send did here (enum agg_sent); only user space writes it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGG_SENT_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} sent SEC(".maps");
+
 static __always_inline void count(__u32 what)
 {
 	__u64 *c = bpf_map_lookup_elem(&stats, &what);

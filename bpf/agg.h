@@ -175,4 +175,16 @@ enum agg_stat {
 	"drop_token", "drop_member", "drop_route", "drop_seg", "error", \
 	"retx", "tx_fail", }
 
+/* "sent" map (array of __u64): what agg-send did on this node, added by
+ * agg-send itself after each iteration (the programs never touch it). */
+enum agg_sent {
+	AGG_SENT_ITERS,		/* iterations agg-send ran (done or timed out) */
+	AGG_SENT_WIRE,		/* segments sent on the wire */
+	AGG_SENT_LOCAL,		/* segments put into our own program */
+	AGG_SENT_RESENT,	/* of those, resends */
+	AGG_SENT_COUNT,
+};
+
+#define AGG_SENT_NAMES { "iterations", "sent", "sent_local", "resent", }
+
 #endif

@@ -436,7 +436,7 @@ int main(int argc, char **argv)
 		.doc = doc, .children = children,
 	};
 	struct agg_node n;
-	struct sender s;
+	struct sender s = { 0 };
 	struct grad g = { 0 };
 	int32_t *exps = NULL;
 	uint64_t nonfinite = 0;
@@ -505,6 +505,15 @@ int main(int argc, char **argv)
 		agg_print_obj_close();
 	}
 out:
+	if (n.fd_sent >= 0 && s.n) {
+		uint64_t add[AGG_SENT_COUNT] = {
+			[AGG_SENT_ITERS] = 1, [AGG_SENT_WIRE] = s.sent_remote,
+			[AGG_SENT_LOCAL] = s.sent_local, [AGG_SENT_RESENT] = s.resent,
+		};
+
+		if (agg_sent_add(n.fd_sent, add))
+			agg_warn("cannot update the counters of %s/sent: %s", n.dir, strerror(errno));
+	}
 	free(x);
 	free(exps);
 	agg_node_close(&n);

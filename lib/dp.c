@@ -36,7 +36,7 @@
 const char *const agg_pin_names[] = {
 	"xdp_link", "tc_link", "xdp_prog", "plan", "members", "nodes", "trees", "kids",
 	"segmap", "locks", "slots", "scratch", "results", "meta", "progress",
-	"stats", NULL,
+	"stats", "sent", NULL,
 };
 
 int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
@@ -426,7 +426,7 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 	int err;
 
 	memset(n, 0, sizeof(*n));
-	n->fd_results = n->fd_meta = n->fd_stats = n->fd_prog = -1;
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = -1;
 	agg_plan_init(&n->plan);
 	err = agg_node_locate(pin_dir, job, node, n->dir, sizeof(n->dir), why, whylen);
 	if (err)
@@ -462,6 +462,7 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 		} \
 	} while (0)
 	OPEN_PIN(n->fd_stats, "stats");
+	OPEN_PIN(n->fd_sent, "sent");
 	OPEN_PIN(n->fd_prog, "xdp_prog");
 	OPEN_PIN(n->fd_meta, "meta");
 	OPEN_PIN(n->fd_results, "results");
@@ -493,11 +494,13 @@ void agg_node_close(struct agg_node *n)
 		close(n->fd_meta);
 	if (n->fd_stats >= 0)
 		close(n->fd_stats);
+	if (n->fd_sent >= 0)
+		close(n->fd_sent);
 	if (n->fd_prog >= 0)
 		close(n->fd_prog);
 	agg_plan_free(&n->plan);
 	memset(n, 0, sizeof(*n));
-	n->fd_results = n->fd_meta = n->fd_stats = n->fd_prog = -1;
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = -1;
 }
 
 static uint32_t meta_ver(const struct agg_node *n, uint32_t s)
@@ -588,4 +591,20 @@ int agg_link_create(int prog_fd, int ifindex, unsigned type, unsigned flags)
 	attr.link_create.flags = flags;
 	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 	return fd < 0 ? -errno : (int)fd;
+}
+
+int agg_sent_add(int fd, const uint64_t add[AGG_SENT_COUNT])
+{
+	for (uint32_t k = 0; k < AGG_SENT_COUNT; k++) {
+		uint64_t v = 0;
+
+		if (!add[k])
+			continue;
+		if (bpf_map_lookup_elem(fd, &k, &v))
+			return -errno;
+		v += add[k];
+		if (bpf_map_update_elem(fd, &k, &v, BPF_ANY))
+			return -errno;
+	}
+	return 0;
 }

@@ -69,7 +69,7 @@ struct agg_node {
 	struct agg_layout l;
 	int self;		/* node index */
 	char dir[512];		/* its pin directory */
-	int fd_results, fd_meta, fd_stats, fd_prog;
+	int fd_results, fd_meta, fd_stats, fd_sent, fd_prog;
 	const int32_t *results;	/* mmap: nsegs x segment values */
 	const struct agg_meta *meta; /* mmap: nsegs entries */
 	size_t results_len, meta_len;
@@ -112,6 +112,9 @@ int32_t agg_node_exponent(const struct agg_node *n, uint32_t d);
  * AGG_S_COUNT) keep each CPU's too.  Returns the number of CPUs or -errno.
  */
 int agg_stats_read(int fd, uint64_t out[AGG_S_COUNT], uint64_t *percpu, int ncpu);
+
+/* Add to agg-send's counters in the "sent" map (one writer per node). */
+int agg_sent_add(int fd, const uint64_t add[AGG_SENT_COUNT]);
 
 /*
  * A BPF link of prog on an interface by BPF_LINK_CREATE (XDP, or tcx,
