@@ -187,4 +187,15 @@ enum agg_sent {
 
 #define AGG_SENT_NAMES { "iterations", "sent", "sent_local", "resent", }
 
+/*
+ * The XDP dispatcher of an interface (bpf/dispatch.bpf.c), pinned under
+ * PIN_DIR/dev/NETNS-IFINDEX/: "ports" maps a job's UDP port to its entry
+ * in the program array "progs".
+ */
+#define AGG_MAX_JOBS_PER_DEV	64
+struct agg_dispatch {
+	__u32 idx;		/* the job's program in "progs" */
+	__u32 job;		/* the job that registered the port */
+};
+
 #endif

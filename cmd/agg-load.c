@@ -256,7 +256,7 @@ int main(int argc, char **argv)
 	rc = agg_load(&p, self, &o, &generic, why, sizeof(why));
 	if (rc < 0) {
 		agg_err("%s", why);
-		rc = rc == -EINVAL ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
+		rc = rc == -EINVAL || rc == -EADDRINUSE ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
 		goto out;
 	}
 	agg_pin_path(dir, sizeof(dir), o.pin_dir, p.job, p.node[self].name, NULL);

@@ -34,7 +34,7 @@
 #include "quant.h"
 
 const char *const agg_pin_names[] = {
-	"xdp_link", "tc_link", "xdp_prog", "plan", "members", "nodes", "trees", "kids",
+	"tc_link", "xdp_prog", "plan", "members", "nodes", "trees", "kids",
 	"segmap", "locks", "slots", "scratch", "results", "meta", "progress",
 	"stats", "sent", NULL,
 };

@@ -7,6 +7,7 @@
 #include <linux/if_link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <bpf/libbpf.h>
 
 #include "agg.skel.h"
+#include "dispatch.skel.h"
 #include "dp.h"
 #include "load.h"
 #include "log.h"
@@ -47,6 +49,271 @@ static void unpin_all(const char *dir)
 	}
 }
 
+/*
+ * The XDP dispatcher of an interface (bpf/dispatch.bpf.c): one per
+ * interface, shared by every job on it, pinned under
+ * PIN_DIR/dev/NETNS-IFINDEX/ (bpffs is shared by network namespaces,
+ * interface indexes are not) as "link", "progs" and "ports".
+ */
+static const char *const dev_pin_names[] = { "link", "progs", "ports", NULL };
+
+static int netns_id(unsigned long *id)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/net", &st))
+		return -errno;
+	*id = (unsigned long)st.st_ino;
+	return 0;
+}
+
+static int dev_dir(char *buf, size_t len, const char *pin_dir, int ifindex)
+{
+	unsigned long ns = 0;
+	int err = netns_id(&ns);
+
+	if (err)
+		return err;
+	if (snprintf(buf, len, "%s/dev/%lu-%d", pin_dir, ns, ifindex) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static void dev_unpin(const char *ddir)
+{
+	char path[600];
+
+	for (int i = 0; dev_pin_names[i]; i++) {
+		snprintf(path, sizeof(path), "%s/%s", ddir, dev_pin_names[i]);
+		unlink(path);
+	}
+	rmdir(ddir);
+}
+
+static int pinned_fd(const char *dir, const char *name)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return bpf_obj_get(path);
+}
+
+/* Remove job's registration from the dispatcher in ddir (locked by the
+ * caller); the dispatcher itself when no job is left.  0 or -errno. */
+static int dev_unregister(const char *ddir, uint32_t job)
+{
+	int ports = pinned_fd(ddir, "ports"), progs = pinned_fd(ddir, "progs");
+	uint32_t key, next, *prev = NULL;
+	struct agg_dispatch d;
+	int left = 0, err = 0;
+
+	if (ports < 0 || progs < 0) {
+		err = -errno;
+		goto out;
+	}
+	while (!bpf_map_get_next_key(ports, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(ports, &key, &d))
+			continue;
+		if (d.job != job) {
+			left++;
+			continue;
+		}
+		bpf_map_delete_elem(ports, &key);
+		bpf_map_delete_elem(progs, &d.idx);
+		prev = NULL;	/* the walk restarts after a delete */
+		left = 0;
+	}
+	if (!left)
+		dev_unpin(ddir);
+out:
+	if (ports >= 0)
+		close(ports);
+	if (progs >= 0)
+		close(progs);
+	return err;
+}
+
+/* Unregister job from every dispatcher of this network namespace. */
+static void dev_unregister_all(const char *pin_dir, uint32_t job)
+{
+	char devs[512], ddir[800], prefix[32];
+	unsigned long ns = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (netns_id(&ns))
+		return;
+	snprintf(devs, sizeof(devs), "%s/dev", pin_dir);
+	snprintf(prefix, sizeof(prefix), "%lu-", ns);
+	d = opendir(devs);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		int lock;
+
+		if (strncmp(e->d_name, prefix, strlen(prefix)))
+			continue;
+		snprintf(ddir, sizeof(ddir), "%s/%s", devs, e->d_name);
+		lock = agg_pin_lock(ddir, true);
+		if (lock < 0)
+			continue;
+		dev_unregister(ddir, job);
+		close(lock);
+	}
+	closedir(d);
+	rmdir(devs);	/* when empty */
+}
+
+/* The program registered for port in the dispatcher of ddir, by id; 0 if none. */
+static uint32_t dev_prog_id(const char *ddir, uint32_t port, uint32_t job)
+{
+	int ports = pinned_fd(ddir, "ports"), progs = pinned_fd(ddir, "progs");
+	struct agg_dispatch d;
+	uint32_t id = 0;
+
+	if (ports >= 0 && progs >= 0 && !bpf_map_lookup_elem(ports, &port, &d) &&
+	    d.job == job && bpf_map_lookup_elem(progs, &d.idx, &id))
+		id = 0;
+	if (ports >= 0)
+		close(ports);
+	if (progs >= 0)
+		close(progs);
+	return id;
+}
+
+static uint32_t prog_id(int fd)
+{
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+/*
+ * Register prog_fd for job on port in the dispatcher of ifindex: attach
+ * the dispatcher first if the interface has none (mode as asked; *generic
+ * says what it runs in).  Another job's port is a conflict (-EADDRINUSE);
+ * the job's old registration (another port) goes.  ddir is locked by the
+ * caller.
+ */
+static int dev_register(const char *ddir, const struct agg_netif *nif, enum agg_xdp_mode mode,
+			uint32_t job, uint32_t port, int prog_fd, bool *generic,
+			char *why, size_t whylen)
+{
+	struct dispatch *skel = NULL;
+	int ports = -1, progs = -1, link = -1, rc = 0, err;
+	uint32_t key, next, *prev = NULL, idx;
+	bool used[AGG_MAX_JOBS_PER_DEV] = { false };
+	struct agg_dispatch d;
+	char path[600];
+
+	ports = pinned_fd(ddir, "ports");
+	progs = pinned_fd(ddir, "progs");
+	link = pinned_fd(ddir, "link");
+	if (ports < 0 || progs < 0 || link < 0) {
+		/* None, or a half-made one (agg-load killed): start over. */
+		if (ports >= 0)
+			close(ports);
+		if (progs >= 0)
+			close(progs);
+		if (link >= 0)
+			close(link);
+		ports = progs = link = -1;
+		dev_unpin(ddir);
+		err = mkdir(ddir, 0700);
+		if (err && errno != EEXIST)
+			FAIL(-errno, "cannot create %s: %s", ddir, strerror(errno));
+		skel = dispatch__open_and_load();
+		if (!skel)
+			FAIL(-errno, "cannot load the XDP dispatcher: %s", strerror(errno));
+		if (mode != AGG_MODE_GENERIC)
+			link = agg_link_create(bpf_program__fd(skel->progs.agg_dispatch),
+					       nif->ifindex, BPF_XDP, XDP_FLAGS_DRV_MODE);
+		if (mode == AGG_MODE_GENERIC || (link < 0 && mode == AGG_MODE_AUTO)) {
+			if (mode == AGG_MODE_AUTO)
+				agg_warn("native XDP failed on %s (%s): using generic mode, which is slower",
+					 nif->name, strerror(-link));
+			link = agg_link_create(bpf_program__fd(skel->progs.agg_dispatch),
+					       nif->ifindex, BPF_XDP, XDP_FLAGS_SKB_MODE);
+			*generic = link >= 0;
+		}
+		if (link < 0)
+			FAIL(link, "cannot attach XDP to %s: %s%s", nif->name, strerror(-link),
+			     link == -EBUSY || link == -EEXIST ?
+			     " (another XDP program is attached: ip link show dev)" :
+			     mode == AGG_MODE_NATIVE ? " (--mode auto falls back to generic)" : "");
+		/* The maps before the link: a dispatcher with a link is whole. */
+		snprintf(path, sizeof(path), "%s/progs", ddir);
+		if (bpf_map__pin(skel->maps.progs, path))
+			FAIL(-errno, "cannot pin %s: %s", path, strerror(errno));
+		snprintf(path, sizeof(path), "%s/ports", ddir);
+		if (bpf_map__pin(skel->maps.ports, path))
+			FAIL(-errno, "cannot pin %s: %s", path, strerror(errno));
+		snprintf(path, sizeof(path), "%s/link", ddir);
+		if (bpf_obj_pin(link, path))
+			FAIL(-errno, "cannot pin %s: %s", path, strerror(errno));
+		ports = bpf_map__fd(skel->maps.ports);
+		progs = bpf_map__fd(skel->maps.progs);
+	} else {
+		struct bpf_link_info info;
+		uint32_t len = sizeof(info);
+
+		memset(&info, 0, sizeof(info));
+		if (!bpf_obj_get_info_by_fd(link, &info, &len) &&
+		    info.xdp.ifindex != (unsigned)nif->ifindex)
+			FAIL(-ESTALE, "%s: the dispatcher is attached to another interface", ddir);
+	}
+
+	/* Our old registrations (another port) and the indexes in use. */
+	while (!bpf_map_get_next_key(ports, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(ports, &key, &d))
+			continue;
+		if (key == port && d.job != job)
+			FAIL(-EADDRINUSE, "UDP port %u on %s is taken by job %u: give this job another port (agg-plan --port)",
+			     port, nif->name, d.job);
+		if (d.job == job && key != port) {
+			bpf_map_delete_elem(ports, &key);
+			bpf_map_delete_elem(progs, &d.idx);
+			prev = NULL;
+			memset(used, 0, sizeof(used));
+			continue;
+		}
+		if (d.idx < AGG_MAX_JOBS_PER_DEV)
+			used[d.idx] = true;
+	}
+	if (!bpf_map_lookup_elem(ports, &port, &d)) {
+		idx = d.idx;		/* a new program for our port: swap it in */
+	} else {
+		for (idx = 0; idx < AGG_MAX_JOBS_PER_DEV && used[idx]; idx++)
+			;
+		if (idx == AGG_MAX_JOBS_PER_DEV)
+			FAIL(-ENOSPC, "%s already runs %d jobs", nif->name, AGG_MAX_JOBS_PER_DEV);
+	}
+	if (bpf_map_update_elem(progs, &idx, &prog_fd, BPF_ANY))
+		FAIL(-errno, "cannot register the program with the dispatcher: %s", strerror(errno));
+	d = (struct agg_dispatch){ .idx = idx, .job = job };
+	if (bpf_map_update_elem(ports, &port, &d, BPF_ANY))
+		FAIL(-errno, "cannot register port %u with the dispatcher: %s", port, strerror(errno));
+out:
+	if (rc < 0 && skel)
+		dev_unpin(ddir);
+	if (!skel) {
+		if (ports >= 0)
+			close(ports);
+		if (progs >= 0)
+			close(progs);
+	}
+	if (link >= 0)
+		close(link);
+	dispatch__destroy(skel);
+	return rc;
+}
+
 int agg_unload_dir(const char *dir, char *why, size_t whylen)
 {
 	char jobdir[512], *slash;
@@ -58,10 +325,18 @@ int agg_unload_dir(const char *dir, char *why, size_t whylen)
 	}
 	/* "plan" first: a half-removed node no longer looks loaded. */
 	{
-		char path[600];
+		char path[600], pin_dir[512], *job;
 
 		snprintf(path, sizeof(path), "%s/plan", dir);
 		unlink(path);
+		/* dir is PIN_DIR/JOB/NODE */
+		snprintf(pin_dir, sizeof(pin_dir), "%s", dir);
+		if ((job = strrchr(pin_dir, '/')))
+			*job = '\0';
+		if ((job = strrchr(pin_dir, '/'))) {
+			*job++ = '\0';
+			dev_unregister_all(pin_dir, (uint32_t)strtoul(job, NULL, 10));
+		}
 	}
 	unpin_all(dir);
 	if (rmdir(dir)) {
@@ -82,24 +357,22 @@ int agg_unload_dir(const char *dir, char *why, size_t whylen)
 	return 0;
 }
 
-/* Is the plan in dir this text, with both links attached to ifindex? */
-static bool same_load(const char *dir, const char *text, int ifindex)
+/* Is the plan in dir this text, its program the one the dispatcher of
+ * ddir runs for the port, and its TC link there? */
+static bool same_load(const char *dir, const char *ddir, const char *text,
+		      const struct agg_plan *p)
 {
 	char *old = agg_pin_plan_text(dir), path[600];
-	struct bpf_link_info info;
-	uint32_t len = sizeof(info);
 	bool same = old && !strcmp(old, text);
 	int fd;
 
 	free(old);
 	if (!same)
 		return false;
-	snprintf(path, sizeof(path), "%s/xdp_link", dir);
-	fd = bpf_obj_get(path);
+	fd = pinned_fd(dir, "xdp_prog");
 	if (fd < 0)
 		return false;
-	memset(&info, 0, sizeof(info));
-	same = !bpf_obj_get_info_by_fd(fd, &info, &len) && info.xdp.ifindex == (unsigned)ifindex;
+	same = prog_id(fd) == dev_prog_id(ddir, p->port, p->job);
 	close(fd);
 	snprintf(path, sizeof(path), "%s/tc_link", dir);
 	return same && access(path, F_OK) == 0;
@@ -140,8 +413,8 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	struct agg *skel = NULL;
 	uint8_t (*mac)[6] = NULL;
 	bool *peer = NULL;
-	char dir[512], path[600], *text = NULL, *buf = NULL;
-	int rc = 0, err, lock = -1, xdp_fd = -1, tc_fd = -1, pinned = 0;
+	char dir[512], ddir[600] = "", path[600], *text = NULL, *buf = NULL;
+	int rc = 0, err, lock = -1, dlock = -1, tc_fd = -1, pinned = 0;
 	size_t frame, plen;
 
 	*generic = false;
@@ -207,15 +480,17 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	lock = agg_pin_lock(dir, true);
 	if (lock < 0)
 		FAIL(lock, "cannot lock %s: %s", dir, strerror(-lock));
-	if (same_load(dir, text, nif.ifindex)) {
+	err = dev_dir(ddir, sizeof(ddir), o->pin_dir, nif.ifindex);
+	if (err)
+		FAIL(err, "cannot name the dispatcher directory: %s", strerror(-err));
+	if (same_load(dir, ddir, text, p)) {
 		rc = AGG_UNCHANGED;
 		goto out;
 	}
-	snprintf(path, sizeof(path), "%s/xdp_link", dir);
-	replaced = access(path, F_OK) == 0;
+	/* Nothing changes until everything is loaded: a failure (or a kill)
+	 * before the pins below leaves the old state as it was. */
 	snprintf(path, sizeof(path), "%s/plan", dir);
-	unlink(path);
-	unpin_all(dir);
+	replaced = access(path, F_OK) == 0;
 
 	for (int i = 0; i < p->nnodes; i++) {
 		struct in_addr a = p->node[i].addr;
@@ -323,39 +598,26 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 			FAIL(-errno, "cannot store the plan: %s", strerror(errno));
 	}
 
-	if (o->mode != AGG_MODE_GENERIC)
-		xdp_fd = agg_link_create(bpf_program__fd(skel->progs.agg_xdp), nif.ifindex,
-				     BPF_XDP, XDP_FLAGS_DRV_MODE);
-	if (o->mode == AGG_MODE_GENERIC || (xdp_fd < 0 && o->mode == AGG_MODE_AUTO)) {
-		if (o->mode == AGG_MODE_AUTO)
-			agg_warn("native XDP failed on %s (%s): using generic mode, which is slower",
-				 nif.name, strerror(-xdp_fd));
-		xdp_fd = agg_link_create(bpf_program__fd(skel->progs.agg_xdp), nif.ifindex,
-				     BPF_XDP, XDP_FLAGS_SKB_MODE);
-		*generic = xdp_fd >= 0;
-	}
-	if (xdp_fd < 0)
-		FAIL(xdp_fd, "cannot attach XDP to %s: %s%s", nif.name, strerror(-xdp_fd),
-		     xdp_fd == -EBUSY || xdp_fd == -EEXIST ?
-		     " (another XDP program is attached: ip link show dev)" :
-		     o->mode == AGG_MODE_NATIVE ? " (--mode auto falls back to generic)" : "");
 	tc_fd = agg_link_create(bpf_program__fd(skel->progs.agg_tc), nif.ifindex,
-			    AGG_TCX_INGRESS, 0);
+				AGG_TCX_INGRESS, 0);
 	if (tc_fd < 0)
 		FAIL(tc_fd, "cannot attach the TC program to %s: %s", nif.name,
 		     strerror(-tc_fd));
 
+	/* The old pins go (the old program keeps running from the
+	 * dispatcher until the new one is swapped in), the new ones come,
+	 * the plan last: a node directory with a plan is complete. */
+	unlink(path);
+	unpin_all(dir);
 	pinned = 1;
 	for (int i = 0; agg_pin_names[i]; i++) {
 		const char *name = agg_pin_names[i];
 		struct bpf_map *m;
 
 		if (!strcmp(name, "plan"))
-			continue;	/* last: a node with a plan is complete */
+			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, name);
-		if (!strcmp(name, "xdp_link"))
-			err = bpf_obj_pin(xdp_fd, path);
-		else if (!strcmp(name, "tc_link"))
+		if (!strcmp(name, "tc_link"))
 			err = bpf_obj_pin(tc_fd, path);
 		else if (!strcmp(name, "xdp_prog"))
 			err = bpf_program__pin(skel->progs.agg_xdp, path);
@@ -366,19 +628,42 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 		if (err)
 			FAIL(-errno ?: err, "cannot pin %s: %s", path, strerror(errno ?: -err));
 	}
+	err = mkdir_p(ddir);
+	if (err)
+		FAIL(err, "cannot create %s: %s", ddir, strerror(-err));
+	dlock = agg_pin_lock(ddir, true);
+	if (dlock < 0)
+		FAIL(dlock, "cannot lock %s: %s", ddir, strerror(-dlock));
+	err = dev_register(ddir, &nif, o->mode, p->job, p->port,
+			   bpf_program__fd(skel->progs.agg_xdp), generic, why, whylen);
+	if (err) {
+		rc = err;
+		goto out;
+	}
 	snprintf(path, sizeof(path), "%s/plan", dir);
 	if (bpf_map__pin(skel->maps.plan, path))
 		FAIL(-errno, "cannot pin %s: %s", path, strerror(errno));
 	rc = replaced ? AGG_REPLACED : AGG_LOADED;
 out:
 	if (rc < 0 && pinned) {
+		/* Half replaced is not loaded: nothing of the job stays. */
 		snprintf(path, sizeof(path), "%s/plan", dir);
 		unlink(path);
+		if (dlock >= 0)
+			dev_unregister(ddir, p->job);
+		else
+			dev_unregister_all(o->pin_dir, p->job);
 		unpin_all(dir);
 		rmdir(dir);
 	}
-	if (xdp_fd >= 0)
-		close(xdp_fd);
+	if (rc >= 0 && rc != AGG_DRY_RUN && ddir[0]) {
+		LIBBPF_OPTS(bpf_xdp_query_opts, q);
+
+		if (!bpf_xdp_query(nif.ifindex, 0, &q))
+			*generic = q.attach_mode == XDP_ATTACHED_SKB;
+	}
+	if (dlock >= 0)
+		close(dlock);
 	if (tc_fd >= 0)
 		close(tc_fd);
 	agg__destroy(skel);

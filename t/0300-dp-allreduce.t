@@ -27,7 +27,7 @@ test_expect_success 'plan (1M float32) and agg-load on every host' '
 	dp_setup hosts.txt plan.txt &&
 	test "$DP_N" = 1000000 &&
 	for h in $(vcluster_hosts); do
-		test -e "$AGG_PIN_DIR/1/$h/xdp_link" || return 1
+		test -e "$AGG_PIN_DIR/1/$h/plan" || return 1
 	done
 '
 
@@ -120,16 +120,21 @@ test_expect_success 'agg-load --unload leaves no program, link, map or pin behin
 		for o in xdp_prog; do
 			bpftool -j prog show pinned $AGG_PIN_DIR/1/$h/$o | jq .id >>progs || return 1
 		done &&
-		for o in xdp_link tc_link; do
-			bpftool -j link show pinned $AGG_PIN_DIR/1/$h/$o | jq .id >>links || return 1
-		done &&
+		bpftool -j link show pinned $AGG_PIN_DIR/1/$h/tc_link | jq .id >>links &&
 		for o in slots results stats plan; do
 			bpftool -j map show pinned $AGG_PIN_DIR/1/$h/$o | jq .id >>maps || return 1
 		done
 	done &&
-	test $(wc -l <progs) = 9 && test $(wc -l <links) = 18 && test $(wc -l <maps) = 36 &&
+	for d in $AGG_PIN_DIR/dev/*; do
+		bpftool -j link show pinned $d/link >dlink &&
+		jq .id dlink >>links && jq .prog_id dlink >>progs &&
+		bpftool -j map show pinned $d/progs | jq .id >>maps &&
+		bpftool -j map show pinned $d/ports | jq .id >>maps || return 1
+	done &&
+	test $(wc -l <progs) = 18 && test $(wc -l <links) = 18 && test $(wc -l <maps) = 54 &&
 	dp_unload &&
 	test_must_fail test -e $AGG_PIN_DIR/1 &&
+	test_must_fail test -e $AGG_PIN_DIR/dev &&
 	sleep 0.5 &&
 	bpftool -j prog show | jq ".[].id" >progs.after &&
 	bpftool -j link show | jq ".[].id" >links.after &&

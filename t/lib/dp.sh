@@ -10,6 +10,7 @@
 #   dp_check ITER                every result bit-identical, within 1e-6 of
 #                                the float64 sum (gradtool check)
 #   DP_OP=max|min                the op of dp_allreduce and dp_check
+#   DP_JOB=J                     --job J for the tools (several jobs loaded)
 #   dp_unload                    agg-load --unload on every host
 
 AGG_PIN_DIR=/sys/fs/bpf/aggt-$$
@@ -46,12 +47,12 @@ dp_inputs() {
 dp_allreduce() {
 	dp_pids=
 	for dp_w in $(dp_workers); do
-		vcluster_run "$dp_w" agg-recv --iter "$1" --timeout "${DP_TIMEOUT:-30}" \
+		vcluster_run "$dp_w" agg-recv ${DP_JOB:+--job $DP_JOB} --iter "$1" --timeout "${DP_TIMEOUT:-30}" \
 			"out.$1.$dp_w" 2>"recv.$1.$dp_w" &
 		dp_pids="$dp_pids $!"
 	done
 	for dp_w in $(dp_workers); do
-		vcluster_run "$dp_w" agg-send --iter "$1" --timeout "${DP_TIMEOUT:-30}" ${DP_OP:+--op $DP_OP} \
+		vcluster_run "$dp_w" agg-send ${DP_JOB:+--job $DP_JOB} --iter "$1" --timeout "${DP_TIMEOUT:-30}" ${DP_OP:+--op $DP_OP} \
 			"in.$1.$dp_w" 2>"send.$1.$dp_w" &
 		dp_pids="$dp_pids $!"
 	done
@@ -77,6 +78,6 @@ dp_check() {
 
 dp_unload() {
 	for dp_h in $(vcluster_hosts); do
-		vcluster_run "$dp_h" agg-load --unload --node "$dp_h" || return 1
+		vcluster_run "$dp_h" agg-load --unload ${DP_JOB:+--job $DP_JOB} --node "$dp_h" || return 1
 	done
 }

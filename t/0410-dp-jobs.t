@@ -1,0 +1,120 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+test_description='two jobs on the same hosts at once; agg-load killed at any point'
+. "$(dirname "$0")/lib/test-lib.sh"
+. "$TEST_DIRECTORY/lib/vcluster.sh"
+. "$TEST_DIRECTORY/lib/dp.sh"
+
+test_require ROOT,NETNS,BPF "XDP on namespaces needs root and bpffs"
+
+cat >hosts.txt <<'EOF_HOSTS'
+ps0 10.90.0.100 bw=40 role=ps
+a   10.90.0.1   bw=30
+c1  10.90.0.4   bw=10
+c2  10.90.0.5   bw=10
+c3  10.90.0.6   bw=10
+EOF_HOSTS
+
+# xdp_prog_of HOST: the id of the XDP program on the host's eth0 (or empty)
+xdp_prog_of() {
+	vcluster_run "$1" ip -j link show dev eth0 | jq -r '.[0].xdp.prog.id // empty'
+}
+
+test_expect_success 'two jobs loaded on every host: one dispatcher per interface' '
+	agg-plan --job 1 --size 4000000 hosts.txt >plan1.txt &&
+	agg-plan --job 2 --port 9997 --token 0x2222 -s ps --size 2000000 hosts.txt >plan2.txt &&
+	dp_setup hosts.txt plan1.txt &&
+	for h in $(vcluster_hosts); do
+		vcluster_run $h agg-load plan2.txt || return 1
+	done &&
+	for h in $(vcluster_hosts); do
+		id=$(xdp_prog_of $h) && test -n "$id" &&
+		bpftool -j prog show id $id | jq -e ".name == \"agg_dispatch\"" >/dev/null ||
+			return 1
+	done &&
+	test $(ls $AGG_PIN_DIR/dev | wc -l) = 5 &&
+	for d in $AGG_PIN_DIR/dev/*; do
+		test $(bpftool -j map dump pinned $d/ports | jq length) = 2 || return 1
+	done
+'
+
+test_expect_success 'both jobs run at the same time, each bit-identical and within 1e-6' '
+	DP_JOB=1 dp_inputs 1 && DP_JOB=1 dp_inputs 2 &&
+	DP_PLAN=plan2.txt DP_N=500000 dp_inputs 101 &&
+	DP_PLAN=plan2.txt DP_N=500000 dp_inputs 102 &&
+	{ ( DP_JOB=1 dp_allreduce 1 && DP_JOB=1 dp_allreduce 2 ) >job1.log 2>&1 & p1=$!; } &&
+	{ ( DP_PLAN=plan2.txt DP_JOB=2 dp_allreduce 101 &&
+	    DP_PLAN=plan2.txt DP_JOB=2 dp_allreduce 102 ) >job2.log 2>&1 & p2=$!; } &&
+	wait $p1 && wait $p2 &&
+	dp_check 1 && dp_check 2 &&
+	DP_PLAN=plan2.txt dp_check 101 && DP_PLAN=plan2.txt dp_check 102
+'
+
+test_expect_success "each job's packets reach only its own program" '
+	for h in ps0 a; do
+		vcluster_run $h agg-stat --job 1 >s1.$h &&
+		vcluster_run $h agg-stat --job 2 >s2.$h &&
+		awk "\$1 ~ /^drop_(job|token|member|route|malformed)\$/ && \$2 != 0 { print; exit 1 }" s1.$h s2.$h ||
+			return 1
+	done &&
+	test "$(awk "\$1 == \"done\" { print \$2 }" s2.a)" = 0
+'
+
+test_expect_success "a third job on a taken port is refused, naming the job" '
+	agg-plan --job 3 --size 4000 hosts.txt >plan3.txt &&
+	test_expect_code 2 vcluster_run c1 agg-load plan3.txt 2>err &&
+	grep "UDP port 9999 on eth0 is taken by job 1" err &&
+	test_must_fail test -e $AGG_PIN_DIR/3/c1/plan
+'
+
+test_expect_success 'replacing one job while the other runs disturbs neither' '
+	agg-plan --job 2 --port 9997 --token 0x2222 -s ps --size 2000000 --segment 64 hosts.txt >plan2b.txt &&
+	DP_JOB=1 dp_inputs 3 &&
+	{ DP_JOB=1 dp_allreduce 3 >job1.log 2>&1 & p1=$!; } &&
+	for h in $(vcluster_hosts); do
+		vcluster_run $h agg-load -j plan2b.txt >re.$h || return 1
+		jq -e ".action == \"replaced\"" re.$h >/dev/null || return 1
+	done &&
+	wait $p1 && dp_check 3 &&
+	DP_PLAN=plan2b.txt DP_SEG=64 DP_N=500000 dp_inputs 103 &&
+	DP_PLAN=plan2b.txt DP_JOB=2 dp_allreduce 103 &&
+	DP_PLAN=plan2b.txt DP_SEG=64 dp_check 103
+'
+
+test_expect_success 'unloading one job leaves the other running; the last takes the dispatcher' '
+	DP_JOB=1 dp_unload &&
+	test_must_fail test -e $AGG_PIN_DIR/1 &&
+	test -n "$(xdp_prog_of c1)" &&
+	DP_PLAN=plan2b.txt DP_SEG=64 DP_N=500000 dp_inputs 104 &&
+	DP_PLAN=plan2b.txt DP_JOB=2 dp_allreduce 104 &&
+	DP_PLAN=plan2b.txt DP_SEG=64 dp_check 104 &&
+	DP_JOB=2 dp_unload &&
+	test_must_fail test -e $AGG_PIN_DIR/2 &&
+	test_must_fail test -e $AGG_PIN_DIR/dev &&
+	for h in $(vcluster_hosts); do
+		test -z "$(xdp_prog_of $h)" || return 1
+	done
+'
+
+test_expect_success 'agg-load killed at any point: running it again leaves a working node' '
+	for h in $(vcluster_hosts); do
+		vcluster_run $h agg-load plan1.txt || return 1
+	done &&
+	i=0 &&
+	while [ $i -lt 30 ]; do
+		# a new plan each time (another seed), so every run really loads
+		sed "s/ seed=[0-9]*/ seed=$i/" plan1.txt >plan1k.txt &&
+		{ vcluster_run c1 agg-load plan1k.txt 2>/dev/null & pid=$!; } &&
+		sleep 0.0$(( (i * 7) % 10 )) &&
+		kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+		i=$((i + 1))
+	done &&
+	vcluster_run c1 agg-load -j plan1.txt >again.json &&
+	jq -e ".action == \"loaded\" or .action == \"replaced\"" again.json >/dev/null &&
+	vcluster_run c1 agg-load -j plan1.txt >again2.json &&
+	jq -e ".action == \"unchanged\"" again2.json >/dev/null &&
+	test "$(bpftool -j prog show | jq "[.[] | select(.name == \"agg_dispatch\")] | length")" = 5 &&
+	DP_JOB=1 dp_inputs 5 && DP_JOB=1 dp_allreduce 5 && dp_check 5
+'
+
+test_done
