@@ -15,6 +15,7 @@
 #include "json.h"
 #include "log.h"
 #include "opts.h"
+#include "probe.h"
 #include "quant.h"
 
 static struct {
@@ -102,15 +103,21 @@ static int signal_socket(const struct agg_node *n)
 }
 
 /* Which plan nodes feed the missing segments: their trees' roots. */
-static void report_missing(const struct agg_node *n, uint32_t miss)
+static void report_missing(const struct agg_node *n, uint32_t miss, const char *why)
 {
 	char ranges[512];
 
 	agg_node_missing_ranges(n, n->l.nexp, n->l.nsegs, env.iter, ranges, sizeof(ranges));
-	agg_err("iteration %u: %u of %u result segments missing after %g s (wire segments %s%s)",
+	agg_err("iteration %u: %u of %u result segments missing after %g s (wire segments %s%s)%s%s",
 		env.iter, miss, n->l.ndata, env.timeout, ranges,
 		agg_node_missing(n, 0, n->l.nexp, env.iter) ?
-		"; the exponents are missing too: some worker never sent" : "");
+		"; the exponents are missing too" : "", why[0] ? ": " : "", why);
+}
+
+/* Time to ask the tree who holds the iteration up, before the deadline. */
+static double probe_budget(void)
+{
+	return env.timeout / 5 < 0.5 ? env.timeout / 5 : 0.5;
 }
 
 int main(int argc, char **argv)
@@ -132,6 +139,7 @@ int main(int argc, char **argv)
 	uint32_t miss;
 	uint64_t nan = 0;
 	int rc = 0, err, sock = -1;
+	bool probed = false;
 
 	agg_opts_setup(argv[0]);
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
@@ -156,6 +164,7 @@ int main(int argc, char **argv)
 		rc = AGG_EXIT_USAGE;
 		goto out;
 	}
+	why[0] = '\0';
 	/* Bind first, then look: a signal cannot fall between the two. */
 	sock = signal_socket(&n);
 	if (sock < 0) {
@@ -170,8 +179,18 @@ int main(int argc, char **argv)
 		double left = deadline - now();
 		char buf[64];
 
+		if (left <= probe_budget() && !probed) {
+			/* The first missing segment of each tree, or the
+			 * exponents when even they are not all in. */
+			uint32_t lo = agg_node_missing(&n, 0, n.l.nexp, env.iter) ? 0 : n.l.nexp;
+
+			agg_explain_missing(&n, env.iter, lo, n.l.nsegs,
+					    (int)(probe_budget() * 800), why, sizeof(why));
+			probed = true;
+			continue;
+		}
 		if (left <= 0) {
-			report_missing(&n, miss);
+			report_missing(&n, miss, why);
 			rc = AGG_EXIT_PROBLEM;
 			goto out;
 		}

@@ -20,6 +20,7 @@
 #include "json.h"
 #include "log.h"
 #include "opts.h"
+#include "probe.h"
 #include "quant.h"
 
 static struct {
@@ -268,15 +269,21 @@ static int send_seg(struct sender *s, uint32_t seg, unsigned attempt)
 	return 0;
 }
 
-static int timeout_report(struct sender *s, uint32_t lo, uint32_t hi)
+static int timeout_report(struct sender *s, uint32_t lo, uint32_t hi, const char *why)
 {
 	char ranges[512];
 
 	agg_node_missing_ranges(s->n, lo, hi, env.iter, ranges, sizeof(ranges));
 	agg_err("iteration %u: %u of %u segments not aggregated after %g s without progress "
-		"(wire segments %s)", env.iter, agg_node_missing(s->n, lo, hi, env.iter),
-		hi - lo, env.timeout, ranges);
+		"(wire segments %s)%s%s", env.iter, agg_node_missing(s->n, lo, hi, env.iter),
+		hi - lo, env.timeout, ranges, why[0] ? ": " : "", why);
 	return AGG_EXIT_PROBLEM;
+}
+
+/* Time to ask the tree who holds the iteration up, before giving up. */
+static double probe_budget(void)
+{
+	return env.timeout / 5 < 0.5 ? env.timeout / 5 : 0.5;
 }
 
 /*
@@ -330,6 +337,7 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 	uint32_t window = s->n->l.window, nl = hi - lo < window ? hi - lo : window, busy = nl;
 	struct lane *lane = calloc(nl ? nl : 1, sizeof(*lane));
 	double last = now(), t;
+	char why[600] = "";
 	int err = 0;
 
 	if (!lane) {
@@ -356,6 +364,7 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 					rtt_sample(s, t - l->sent);
 				moved = true;
 				last = t;
+				why[0] = '\0';	/* moving again: ask anew next time */
 				if ((uint64_t)l->seg + window >= hi) {
 					l->seg = UINT32_MAX;
 					busy--;
@@ -374,9 +383,15 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 		}
 		if (err)
 			break;
+		if (now() - last > env.timeout - probe_budget() && !why[0]) {
+			agg_explain_missing(s->n, env.iter, lo, hi, (int)(probe_budget() * 800),
+					    why, sizeof(why));
+			if (!why[0])
+				snprintf(why, sizeof(why), "%s", " ");	/* probed once */
+		}
 		if (now() - last > env.timeout) {
 			free(lane);
-			return timeout_report(s, lo, hi);
+			return timeout_report(s, lo, hi, why[0] == ' ' ? "" : why);
 		}
 		if (!moved)
 			usleep(50);

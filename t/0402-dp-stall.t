@@ -1,0 +1,98 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+test_description='a worker killed or cut off mid-iteration: everyone else says who, in time'
+. "$(dirname "$0")/lib/test-lib.sh"
+. "$TEST_DIRECTORY/lib/vcluster.sh"
+. "$TEST_DIRECTORY/lib/dp.sh"
+
+test_require ROOT,NETNS,BPF "XDP on namespaces needs root and bpffs"
+
+# t/0300's ALEPH testbed: a, b1 and b2 aggregate, the c's are leaves.
+cat >hosts.txt <<'EOF_HOSTS'
+ps0 10.90.0.100 bw=40 role=ps
+a   10.90.0.1   bw=30
+b1  10.90.0.2   bw=20
+b2  10.90.0.3   bw=20
+c1  10.90.0.4   bw=10
+c2  10.90.0.5   bw=10
+c3  10.90.0.6   bw=10
+c4  10.90.0.7   bw=10
+c5  10.90.0.8   bw=10
+EOF_HOSTS
+
+T=4	# every tool's --timeout
+
+now() { date +%s.%N; }
+
+# stall ITER VICTIM ACTION: agg-recv and agg-send on every worker, ACTION
+# (a shell command) once they run; then every agg-recv but the victim's
+# must exit 1 within T (+1 s for a busy machine).
+stall() {
+	it=$1 victim=$2 action=$3
+	dp_inputs $it &&
+	pids= &&
+	for w in $(dp_workers); do
+		vcluster_run $w agg-recv --iter $it --timeout $T out.$it.$w 2>recv.$it.$w &
+		pids="$pids $w:$!"
+	done &&
+	for w in $(dp_workers); do
+		vcluster_run $w agg-send --iter $it --timeout $T in.$it.$w 2>send.$it.$w &
+	done &&
+	sleep 0.2 && t0=$(now) && eval "$action" &&
+	for wp in $pids; do
+		w=${wp%:*} p=${wp#*:}
+		wait $p; rc=$?
+		t=$(echo "$(now) - $t0" | bc) &&
+		if [ $w != $victim ]; then
+			test $rc = 1 || { echo "agg-recv on $w: exit $rc"; return 1; }
+			echo "$t < $T + 1" | bc | grep -qx 1 ||
+				{ echo "agg-recv on $w took $t s"; return 1; }
+		fi
+	done &&
+	wait
+}
+
+test_expect_success 'setup: the ALEPH plan on 9 hosts, 4M float32' '
+	agg-plan --size 16000000 hosts.txt >plan.txt &&
+	dp_setup hosts.txt plan.txt
+'
+
+test_expect_success 'a leaf killed mid-iteration: every other agg-recv exits 1 in time naming it' '
+	parent=$(awk "\$1 == \"edge\" && \$3 == \"c3\" { print \$4 }" plan.txt) &&
+	stall 1 c3 "pkill -9 -f \"agg-send --iter 1 .*in.1.c3\"" &&
+	for w in $(dp_workers); do
+		test $w = c3 && continue
+		grep "iteration 1: [0-9]* of 31250 result segments missing after $T s (wire segments [0-9,-]*-31494)" recv.1.$w &&
+		grep "held up by c3 ($parent has nothing from it for segment [0-9]*)" recv.1.$w ||
+			{ cat recv.1.$w; return 1; }
+	done &&
+	grep "segments not aggregated after $T s without progress.*held up by c3" send.1.c1
+'
+
+test_expect_success "an aggregator's own agg-send killed: it is named for its own contribution" '
+	stall 2 a "pkill -9 -f \"agg-send --iter 2 .*in.2.a\"" &&
+	for w in $(dp_workers); do
+		test $w = a && continue
+		grep "held up by a (its own contribution to segment [0-9]* is not in)" recv.2.$w ||
+			{ cat recv.2.$w; return 1; }
+	done
+'
+
+test_expect_success 'an aggregator cut off the network: named as not answering' '
+	port=$(vcluster_port b1) &&
+	test_when_finished "ip -n $(vcluster_brns) link set $port up" &&
+	stall 3 b1 "ip -n $(vcluster_brns) link set $port down" &&
+	for w in $(dp_workers); do
+		test $w = b1 && continue
+		grep "held up by b1 (does not answer probes: down or cut off)" recv.3.$w ||
+			{ cat recv.3.$w; return 1; }
+	done
+'
+
+test_expect_success 'after the stalls a full iteration works again' '
+	ip -n $(vcluster_brns) link set $(vcluster_port b1) up &&
+	sleep 0.5 &&
+	dp_inputs 4 && dp_allreduce 4 && dp_check 4
+'
+
+test_done
