@@ -113,7 +113,17 @@ test_expect_success 'agg-load killed at any point: running it again leaves a wor
 	jq -e ".action == \"loaded\" or .action == \"replaced\"" again.json >/dev/null &&
 	vcluster_run c1 agg-load -j plan1.txt >again2.json &&
 	jq -e ".action == \"unchanged\"" again2.json >/dev/null &&
-	test "$(bpftool -j prog show | jq "[.[] | select(.name == \"agg_dispatch\")] | length")" = 5 &&
+	test $(ls $AGG_PIN_DIR/dev | wc -l) = 5 &&
+	for d in $AGG_PIN_DIR/dev/*; do
+		bpftool -j map dump pinned $d/ports >ports.json &&
+		test "$(jq length ports.json)" = 1 &&
+		test "$(jq ".[0].formatted.value.job // .[0].value.job" ports.json)" = 1 || return 1
+	done &&
+	for h in $(vcluster_hosts); do
+		id=$(xdp_prog_of $h) && test -n "$id" &&
+		bpftool -j prog show id $id | jq -e ".name == \"agg_dispatch\"" >/dev/null ||
+			return 1
+	done &&
 	DP_JOB=1 dp_inputs 5 && DP_JOB=1 dp_allreduce 5 && dp_check 5
 '
 
