@@ -44,7 +44,7 @@ echo "== agg-plan: the ALEPH plan (M-WCHA, seed 1)"
 agg-plan --seed 1 "$work/hosts.txt" | tee "$work/plan.txt"
 echo
 echo "== virtual cluster: $(grep -c '^node' "$work/plan.txt") namespaces on a bridge, XDP on every port"
-vcluster_up "$work/hosts.txt" aggdemo-
+VCLUSTER_MTU=${DEMO_MTU:-9000} vcluster_up "$work/hosts.txt" aggdemo-
 vcluster_shape
 for h in $(vcluster_hosts); do
 	printf '%s: %s Mbit/s each way (bw= x %s)\n' "$h" "$(vcluster_rate "$h")" \
@@ -66,11 +66,12 @@ done || fails=1
 echo
 
 SIZE=${DEMO_SIZE:-100000000}
+SEGMENT=${DEMO_SEGMENT:-2048}	# values per packet: jumbo frames (MTU 9000)
 ITERS=${DEMO_ITERS:-3}
 PATH=$AGG_BUILD/t:$PATH
 export AGG_PIN_DIR=/sys/fs/bpf/aggdemo-$$
 cleanup() { vcluster_down; rm -rf "$work" "$AGG_PIN_DIR"; }
-agg-plan --seed 1 --size "$SIZE" "$work/hosts.txt" >"$work/plan.txt"
+agg-plan --seed 1 --size "$SIZE" --segment "$SEGMENT" "$work/hosts.txt" >"$work/plan.txt"
 echo "== agg-load on every host (XDP and TC programs, maps pinned under $AGG_PIN_DIR)"
 for h in $(vcluster_hosts); do
 	vcluster_run "$h" agg-load -v "$work/plan.txt" 2>&1 | sed 's/^agg-load: /  /'
@@ -84,7 +85,7 @@ echo "   (segment magnitudes 1e-6..1e2; checked against a float64 sum)"
 printf '%-5s %8s %10s %14s %s\n' iter seconds busbw_GB/s max_rel_error results
 for it in $(seq 1 "$ITERS"); do
 	for w in $workers; do
-		gradtool gen "$values" 128 "$(printf '%s%s' "$it" "$w" | cksum | cut -d' ' -f1)" \
+		gradtool gen "$values" "$SEGMENT" "$(printf '%s%s' "$it" "$w" | cksum | cut -d' ' -f1)" \
 			>"$work/in.$w"
 	done
 	t0=$(date +%s.%N)
@@ -104,7 +105,7 @@ for it in $(seq 1 "$ITERS"); do
 	for w in $workers; do
 		if [ -z "$first" ]; then
 			first=$work/out.$w
-			err=$(gradtool check 128 "$first" $ins) ||
+			err=$(gradtool check "$SEGMENT" "$first" $ins) ||
 				{ echo "demo: iteration $it: results off: $err" >&2; exit 1; }
 		fi
 		cmp -s "$first" "$work/out.$w" && same=$((same + 1))
