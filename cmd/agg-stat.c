@@ -123,7 +123,7 @@ static int open_nodes(void)
 {
 	struct agg_stat_ref *refs = NULL;
 	char why[700];
-	int n, rc = 0;
+	int n, rc = 0, err;
 
 	if (env.all) {
 		n = agg_stat_list(agg_target.pin_dir, agg_target.job, &refs, why, sizeof(why));
@@ -138,8 +138,8 @@ static int open_nodes(void)
 			agg_err("out of memory");
 			return AGG_EXIT_SYSTEM;
 		}
-		int err = agg_node_locate(agg_target.pin_dir, agg_target.job, agg_target.node,
-					  refs->dir, sizeof(refs->dir), why, sizeof(why));
+		err = agg_node_locate(agg_target.pin_dir, agg_target.job, agg_target.node,
+				      refs->dir, sizeof(refs->dir), why, sizeof(why));
 		if (err) {
 			agg_err("%s", why);
 			free(refs);
@@ -153,8 +153,7 @@ static int open_nodes(void)
 		return AGG_EXIT_SYSTEM;
 	}
 	for (int i = 0; i < n; i++) {
-		int err = agg_stat_open(&nodes[nnodes], refs[i].dir, why, sizeof(why));
-
+		err = agg_stat_open(&nodes[nnodes], refs[i].dir, why, sizeof(why));
 		if (err) {
 			agg_err("%s", why);
 			agg_stat_close(&nodes[nnodes]);
