@@ -48,19 +48,13 @@ static const struct argp_option options[] = {
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
-	uint64_t v;
-	double d;
 
 	switch (key) {
 	case OPT_ITER:
-		if (agg_parse_u64(arg, &v, NULL) || v >= UINT32_MAX)
-			argp_error(state, "bad iteration '%s' (0 to %u)", arg, UINT32_MAX - 1);
-		env.iter = (uint32_t)v;
+		env.iter = agg_argp_iter(state, arg);
 		break;
 	case OPT_TIMEOUT:
-		if (agg_parse_double(arg, &d, NULL) || !(d > 0) || d > 86400)
-			argp_error(state, "bad timeout '%s' (seconds, up to 86400)", arg);
-		env.timeout = d;
+		env.timeout = agg_argp_timeout(state, arg);
 		break;
 	case ARGP_KEY_ARG:
 		if (env.file)
@@ -71,14 +65,6 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		return ARGP_ERR_UNKNOWN;
 	}
 	return 0;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* The fetch signal's socket: plan port + 1 on the node's address. */
@@ -135,7 +121,7 @@ int main(int argc, char **argv)
 	FILE *out = stdout;
 	float *y = NULL;
 	char why[600];
-	double t0 = now(), deadline = t0 + env.timeout;
+	double t0 = agg_now(), deadline = t0 + env.timeout;
 	uint32_t miss;
 	uint64_t nan = 0;
 	int rc = 0, err, sock = -1;
@@ -176,7 +162,7 @@ int main(int argc, char **argv)
 	}
 	while ((miss = agg_node_missing(&n, n.l.nexp, n.l.nsegs, env.iter))) {
 		struct pollfd pfd = { .fd = sock, .events = POLLIN };
-		double left = deadline - now();
+		double left = deadline - agg_now();
 		char buf[64];
 
 		if (left <= probe_budget() && !probed) {
@@ -241,13 +227,13 @@ int main(int argc, char **argv)
 	}
 	if (!rc)
 		agg_info("iteration %u: %" PRIu64 " values (%" PRIu64 " NaN) after %.3f s",
-			 env.iter, n.l.nvalues, nan, now() - t0);
+			 env.iter, n.l.nvalues, nan, agg_now() - t0);
 	if (!rc && agg_print_json()) {
 		agg_print_obj_open(NULL);
 		agg_print_uint("iter", NULL, env.iter);
 		agg_print_uint("values", NULL, n.l.nvalues);
 		agg_print_uint("nan", NULL, nan);
-		agg_print_float("seconds", NULL, now() - t0);
+		agg_print_float("seconds", NULL, agg_now() - t0);
 		agg_print_obj_close();
 	}
 out:

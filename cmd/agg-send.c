@@ -56,14 +56,10 @@ static const struct argp_option options[] = {
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
-	uint64_t v;
-	double d;
 
 	switch (key) {
 	case OPT_ITER:
-		if (agg_parse_u64(arg, &v, NULL) || v >= UINT32_MAX)
-			argp_error(state, "bad iteration '%s' (0 to %u)", arg, UINT32_MAX - 1);
-		env.iter = (uint32_t)v;
+		env.iter = agg_argp_iter(state, arg);
 		break;
 	case OPT_OP:
 		if (!strcmp(arg, "sum"))
@@ -76,9 +72,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			argp_error(state, "bad op '%s' (sum, max or min)", arg);
 		break;
 	case OPT_TIMEOUT:
-		if (agg_parse_double(arg, &d, NULL) || !(d > 0) || d > 86400)
-			argp_error(state, "bad timeout '%s' (seconds, up to 86400)", arg);
-		env.timeout = d;
+		env.timeout = agg_argp_timeout(state, arg);
 		break;
 	case ARGP_KEY_ARG:
 		if (env.file)
@@ -89,14 +83,6 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		return ARGP_ERR_UNKNOWN;
 	}
 	return 0;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Read exactly want bytes of float32; exit status on failure. */
@@ -336,7 +322,7 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 {
 	uint32_t window = s->n->l.window, nl = hi - lo < window ? hi - lo : window, busy = nl;
 	struct lane *lane = calloc(nl ? nl : 1, sizeof(*lane));
-	double last = now(), t;
+	double last = agg_now(), t;
 	char why[600] = "";
 	int err = 0;
 
@@ -348,12 +334,12 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 	for (uint32_t j = 0; j < nl && !err; j++) {
 		fill(s, lo + j, ctx);
 		err = send_seg(s, lo + j, 0);
-		lane[j] = (struct lane){ lo + j, 0, now() };
+		lane[j] = (struct lane){ lo + j, 0, agg_now() };
 	}
 	while (busy && !err) {
 		bool moved = false;
 
-		t = now();
+		t = agg_now();
 		for (uint32_t j = 0; j < nl && !err; j++) {
 			struct lane *l = &lane[j];
 
@@ -379,17 +365,17 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 			}
 			fill(s, l->seg, ctx);
 			err = send_seg(s, l->seg, l->attempt);
-			l->sent = now();
+			l->sent = agg_now();
 		}
 		if (err)
 			break;
-		if (now() - last > env.timeout - probe_budget() && !why[0]) {
+		if (agg_now() - last > env.timeout - probe_budget() && !why[0]) {
 			agg_explain_missing(s->n, env.iter, lo, hi, (int)(probe_budget() * 800),
 					    why, sizeof(why));
 			if (!why[0])
 				snprintf(why, sizeof(why), "%s", " ");	/* probed once */
 		}
-		if (now() - last > env.timeout) {
+		if (agg_now() - last > env.timeout) {
 			free(lane);
 			return timeout_report(s, lo, hi, why[0] == ' ' ? "" : why);
 		}
@@ -481,7 +467,7 @@ int main(int argc, char **argv)
 	rc = read_input(&x, n.l.nvalues * 4);
 	if (rc)
 		goto out;
-	t0 = now();
+	t0 = agg_now();
 	exps = malloc(sizeof(*exps) * (n.l.ndata ? n.l.ndata : 1));
 	if (!exps || sender_init(&s, &n)) {
 		agg_err("cannot set up sending: %s", strerror(errno));
@@ -507,7 +493,7 @@ int main(int argc, char **argv)
 		goto out;
 	agg_info("iteration %u: %u segments aggregated (%" PRIu64 " here, %" PRIu64
 		 " sent, %" PRIu64 " of them resent) in %.3f s", env.iter, n.l.nsegs,
-		 s.sent_local, s.sent_remote, s.resent, now() - t0);
+		 s.sent_local, s.sent_remote, s.resent, agg_now() - t0);
 	if (agg_print_json()) {
 		agg_print_obj_open(NULL);
 		agg_print_uint("iter", NULL, env.iter);
@@ -516,7 +502,7 @@ int main(int argc, char **argv)
 		agg_print_uint("sent", NULL, s.sent_remote);
 		agg_print_uint("resent", NULL, s.resent);
 		agg_print_uint("nonfinite", NULL, nonfinite);
-		agg_print_float("seconds", NULL, now() - t0);
+		agg_print_float("seconds", NULL, agg_now() - t0);
 		agg_print_obj_close();
 	}
 out:

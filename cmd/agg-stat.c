@@ -427,7 +427,7 @@ static int watch(void)
 	agg_info("watching %d node%s every %g s", nnodes, nnodes == 1 ? "" : "s", env.watch);
 	agg_print_text("# %-8s %6s %9s %7s %8s %8s %7s %7s %s\n", "node", "secs", "rx/s", "Gbit/s",
 		       "done/s", "stored/s", "retx/s", "drops/s", "reasons");
-	t0 = agg_stat_now();
+	t0 = agg_now();
 	for (uint64_t k = 1; !stop && (!env.count || k <= env.count); k++) {
 		double due = t0 + k * env.watch;
 

@@ -31,6 +31,7 @@
 #include <bpf/libbpf.h>
 
 #include "dp.h"
+#include "opts.h"
 #include "quant.h"
 
 const char *const agg_pin_names[] = {
@@ -208,10 +209,7 @@ struct arp_pkt {
 
 static long now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+	return (long)(agg_now() * 1000);
 }
 
 int agg_arp_resolve(const struct agg_netif *nif, struct in_addr self,

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "json.h"
 #include "log.h"
@@ -193,4 +194,30 @@ int agg_parse_size(const char *s, uint64_t *out, int *col)
 		return 0;
 	}
 	return bad_at(s, end, col, -EINVAL);
+}
+
+double agg_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint32_t agg_argp_iter(struct argp_state *state, const char *arg)
+{
+	uint64_t v;
+
+	if (agg_parse_u64(arg, &v, NULL) || v >= UINT32_MAX)
+		argp_error(state, "bad iteration '%s' (0 to %u)", arg, UINT32_MAX - 1);
+	return (uint32_t)v;
+}
+
+double agg_argp_timeout(struct argp_state *state, const char *arg)
+{
+	double d;
+
+	if (agg_parse_double(arg, &d, NULL) || !(d > 0) || d > 86400)
+		argp_error(state, "bad timeout '%s' (seconds, up to 86400)", arg);
+	return d;
 }

@@ -45,6 +45,14 @@ int agg_parse_double(const char *s, double *out, int *col);
 /* Byte counts: 123, 10k, 10M, 1G (powers of 1000), 1Ki, 1Mi, 1Gi (1024). */
 int agg_parse_size(const char *s, uint64_t *out, int *col);
 
+/* Seconds on CLOCK_MONOTONIC. */
+double agg_now(void);
+
+/* --iter N (0 to 2^32-2) and --timeout SEC (0 < SEC <= 86400) for argp
+ * parsers: argp_error with a clear message when arg is bad. */
+uint32_t agg_argp_iter(struct argp_state *state, const char *arg);
+double agg_argp_timeout(struct argp_state *state, const char *arg);
+
 /* Exit status (documented in every man page). */
 enum {
 	AGG_EXIT_OK = 0,

@@ -20,6 +20,7 @@
 
 #include <bpf/bpf.h>
 
+#include "opts.h"
 #include "probe.h"
 
 struct walk {
@@ -96,10 +97,7 @@ out:
 
 static double now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+	return agg_now() * 1e3;
 }
 
 /* Ask node for its slot state; -ETIMEDOUT when it does not answer. */

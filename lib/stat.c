@@ -57,14 +57,6 @@ const struct agg_stat_group agg_stat_groups[] = {
 };
 const int agg_stat_ngroups = sizeof(agg_stat_groups) / sizeof(agg_stat_groups[0]);
 
-double agg_stat_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static bool is_number(const char *s)
 {
 	return *s && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 10;
@@ -335,7 +327,7 @@ int agg_stat_read(const struct agg_stat_node *n, struct agg_stat_snap *s, bool p
 			return -errno;
 		s->v[AGG_STAT_SENT(k)] = v;
 	}
-	s->t = agg_stat_now();
+	s->t = agg_now();
 	return 0;
 }
 

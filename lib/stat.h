@@ -82,8 +82,6 @@ struct agg_stat_snap {
 int agg_stat_read(const struct agg_stat_node *n, struct agg_stat_snap *s, bool percpu);
 void agg_stat_snap_free(struct agg_stat_snap *s);
 
-/* CLOCK_MONOTONIC in seconds. */
-double agg_stat_now(void);
 
 /* Per-second rates between two readings of one node, over the elapsed
  * time measured between them. */
