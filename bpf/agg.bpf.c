@@ -574,7 +574,8 @@ int agg_xdp(struct xdp_md *ctx)
 	if (h->magic != AGG_MAGIC || h->flags || h->op >= AGG_OP_COUNT ||
 	    h->count != (h->type == AGG_T_PROBE ? 0 : cfg_segment) || h->iter == 0xffffffff ||
 	    bpf_ntohs(udp->len) != sizeof(*udp) + sizeof(*h) + vals ||
-	    bpf_ntohs(ip->tot_len) != sizeof(*ip) + sizeof(*udp) + sizeof(*h) + vals)
+	    bpf_ntohs(ip->tot_len) != sizeof(*ip) + sizeof(*udp) + sizeof(*h) + vals ||
+	    bpf_xdp_get_buff_len(ctx) < VAL_OFF + vals)
 		return drop(AGG_S_DROP_MALFORMED);
 	if (h->job != cfg_job)
 		return drop(AGG_S_DROP_JOB);

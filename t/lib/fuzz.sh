@@ -51,15 +51,15 @@ fz_delta() {
 	fz_a=$(fz_get "$1" "$3") && fz_b=$(fz_get "$2" "$3") && echo $((fz_b - fz_a))
 }
 
+# agg-stat's text: "name value" lines, and "# heading" lines to skip
 fz_diff() {
-	awk 'NR == FNR { old[$1] = $2; next } $2 != old[$1] { print $1, $2 - old[$1] }' "$1" "$2"
+	awk '/^#/ { next } NR == FNR { old[$1] = $2; next } $2 != old[$1] { print $1, $2 - old[$1] }' "$1" "$2"
 }
 
+# the outcome counters: every rx packet gets exactly one (bpf/agg.h)
 fz_outcomes() {
-	awk 'NR == FNR { old[$1] = $2; next }
-	     $1 == "added" { on = 1 }
-	     on || $1 ~ /^drop_/ || $1 == "error" { sum += $2 - old[$1] }
-	     $1 == "probes" { on = 0 }
+	awk '/^#/ { next } NR == FNR { old[$1] = $2; next }
+	     $1 ~ /^(added|stored|relayed|served|pending|probes|error|drop_.*)$/ { sum += $2 - old[$1] }
 	     END { print sum }' "$1" "$2"
 }
 

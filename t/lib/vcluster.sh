@@ -119,6 +119,13 @@ vcluster_up() {
 	ip -n "$vc_br" link set lo up
 	ip -n "$vc_br" link add br0 mtu "$vc_mtu" type bridge || vcluster_fail_ "no bridge" || return 1
 	ip -n "$vc_br" link set br0 up
+	# A switch does not run iptables: with br_netfilter loaded, bridged
+	# IPv4 would go through it (and frames shorter than their IP length
+	# would vanish there).
+	for vc_f in iptables ip6tables arptables; do
+		nsenter --net="/var/run/netns/$vc_br" sh -c \
+			"test -e /proc/sys/net/bridge/bridge-nf-call-$vc_f && echo 0 >/proc/sys/net/bridge/bridge-nf-call-$vc_f"
+	done
 	VCLUSTER_HOSTS_FILE=$vc_hosts
 	vc_i=0
 	# name and address of each host line; "link" lines and comments skipped
