@@ -146,11 +146,16 @@ static int probe_remote(const struct walk *w, int node, struct agg_probe *a)
 	return -ETIMEDOUT;
 }
 
-static void blame(struct walk *w, int node, int at, enum agg_blame why)
+static void blame_ver(struct walk *w, int node, int at, enum agg_blame why, uint32_t ver)
 {
 	if (w->found < w->max)
-		w->out[w->found] = (struct agg_culprit){ node, at, why, w->seg };
+		w->out[w->found] = (struct agg_culprit){ node, at, why, w->seg, ver };
 	w->found++;
+}
+
+static void blame(struct walk *w, int node, int at, enum agg_blame why)
+{
+	blame_ver(w, node, at, why, 0);
 }
 
 /*
@@ -199,8 +204,15 @@ static void walk(struct walk *w, int r, int at, int depth)
 		return;
 	}
 	switch (a.state) {
-	case AGG_PROBE_DONE:
 	case AGG_PROBE_GONE:
+		if (a.slot_ver > w->iter + 1) {
+			/* Not lost: a newer iteration took the slot (someone
+			 * runs ahead, or the job restarted from a lower one). */
+			blame_ver(w, r, at, AGG_BLAME_AHEAD, a.slot_ver);
+			return;
+		}
+		/* fall through */
+	case AGG_PROBE_DONE:
 		if (at < 0)
 			down(w, r);
 		else
@@ -325,6 +337,11 @@ void agg_explain_missing(const struct agg_node *n, uint32_t iter, uint32_t lo,
 		case AGG_BLAME_LOST_UP:
 			say(buf, len, &used, "%s (finished segment %u but %s does not have it: lost on the way up)",
 			    who, all[i].seg, at);
+			break;
+		case AGG_BLAME_AHEAD:
+			say(buf, len, &used, "%s (its slot of segment %u holds iteration %u, newer than %u: "
+			    "a job restarted from a lower --iter needs agg-load --unload and a new load)",
+			    who, all[i].seg, all[i].ver - 1, iter);
 			break;
 		case AGG_BLAME_LOST_DOWN:
 			say(buf, len, &used, "%s (has the result of segment %u; %s does not: lost on the way down)",

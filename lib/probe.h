@@ -17,6 +17,7 @@ enum agg_blame {
 	AGG_BLAME_SILENT,	/* node does not answer probes: down or cut off */
 	AGG_BLAME_LOST_UP,	/* node finished, its aggregate did not reach the parent */
 	AGG_BLAME_LOST_DOWN,	/* node has the result, its child "at" has not */
+	AGG_BLAME_AHEAD,	/* node's slot holds a newer iteration (ver - 1) */
 };
 
 struct agg_culprit {
@@ -24,6 +25,7 @@ struct agg_culprit {
 	int at;			/* the node that waits for it (-1: none) */
 	enum agg_blame why;
 	uint32_t seg;		/* the wire segment probed */
+	uint32_t ver;		/* AGG_BLAME_AHEAD: the slot's iteration + 1 */
 };
 
 /*

@@ -95,4 +95,10 @@ test_expect_success 'after the stalls a full iteration works again' '
 	dp_inputs 4 && dp_allreduce 4 && dp_check 4
 '
 
+test_expect_success 'a job restarted from a lower iteration is told to reload, not left guessing' '
+	dp_inputs 2 &&
+	test_expect_code 1 vcluster_run c1 agg-send --iter 2 --timeout 2 in.2.c1 2>err &&
+	grep "held up by [a-z0-9]* (its slot of segment [0-9]* holds iteration 4, newer than 2: a job restarted from a lower --iter needs agg-load --unload and a new load)" err
+'
+
 test_done
