@@ -668,8 +668,9 @@ static int run_pcap(void)
 	}
 	err = agg_cap_read(&c, env.pcap, why, sizeof(why));
 	if (err) {
-		agg_err("%s", err == -EINVAL ? why : strerror(-err));
-		rc = err == -EINVAL ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
+		agg_err("%s", err == -ENOMEM ? "out of memory" : why);
+		rc = err == -EINVAL || err == -ENOENT || err == -EACCES || err == -EISDIR ?
+		     AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
 		goto out;
 	}
 	agg_cap_sort(&c);

@@ -152,7 +152,7 @@ void agg_cap_free(struct agg_cap *c);
  * Read a capture file (pcap or pcapng as libpcap reads them; Ethernet,
  * Linux cooked SLL and SLL2, raw IPv4).  Returns 0, -EINVAL with why set
  * when the file is not a capture, is cut short or has another link type,
- * or -ENOMEM.
+ * the error of opening it (why set), or -ENOMEM.
  */
 int agg_cap_read(struct agg_cap *c, const char *file, char *why, size_t whylen);
 

@@ -296,11 +296,19 @@ int agg_cap_read(struct agg_cap *c, const char *file, char *why, size_t whylen)
 	struct pcap_pkthdr *ph;
 	const u_char *data;
 	pcap_t *pc;
+	FILE *f;
 	int rc, err = 0;
 
-	pc = pcap_open_offline(file, errbuf);
+	f = fopen(file, "rb");
+	if (!f) {
+		err = -errno;
+		snprintf(why, whylen, "cannot open %s: %s", file, strerror(errno));
+		return err;
+	}
+	pc = pcap_fopen_offline(f, errbuf);
 	if (!pc) {
 		snprintf(why, whylen, "%s: not a capture libpcap reads: %s", file, errbuf);
+		fclose(f);
 		return -EINVAL;
 	}
 	c->linktype = pcap_datalink(pc);
