@@ -81,33 +81,21 @@ static const struct argp_option options[] = {
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
 	uint64_t v;
-	double d;
 
 	switch (key) {
 	case OPT_ITER:
-		if (agg_parse_u64(arg, &v, NULL) || v >= UINT32_MAX)
-			argp_error(state, "bad iteration '%s' (0 to %u)", arg, UINT32_MAX - 1);
-		env.iter = (uint32_t)v;
+		env.iter = agg_argp_iter(state, arg);
 		env.has_iter = true;
 		break;
 	case OPT_REQUEST:
 		env.request = true;
 		break;
 	case OPT_TIMEOUT:
-		if (agg_parse_double(arg, &d, NULL) || !(d > 0) || d > 86400)
-			argp_error(state, "bad timeout '%s' (seconds, up to 86400)", arg);
-		env.timeout = d;
+		env.timeout = agg_argp_timeout(state, arg);
 		env.has_timeout = true;
 		break;
 	case OPT_OP:
-		if (!strcmp(arg, "sum"))
-			env.op = AGG_OP_SUM;
-		else if (!strcmp(arg, "max"))
-			env.op = AGG_OP_MAX;
-		else if (!strcmp(arg, "min"))
-			env.op = AGG_OP_MIN;
-		else
-			argp_error(state, "bad op '%s' (sum, max or min)", arg);
+		env.op = agg_argp_op(state, arg);
 		env.has_op = true;
 		break;
 	case OPT_PCAP:
@@ -695,6 +683,7 @@ static int run_pcap(void)
 	agg_print_uint("other", " other=%" PRIu64, c.other);
 	agg_print_uint("foreign", " foreign=%" PRIu64, c.foreign);
 	agg_print_uint("truncated", " truncated=%" PRIu64, c.truncated);
+	agg_print_uint("probes", " probes=%" PRIu64, c.probes);
 	agg_print_uint(NULL, " pairs=%" PRIu64, tot.pairs);
 	agg_print_uint("resent_total", " resent=%" PRIu64, tot.resent);
 	agg_print_uint("duplicated_total", " duplicated=%" PRIu64, tot.duplicated);

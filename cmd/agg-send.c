@@ -62,14 +62,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		env.iter = agg_argp_iter(state, arg);
 		break;
 	case OPT_OP:
-		if (!strcmp(arg, "sum"))
-			env.op = AGG_OP_SUM;
-		else if (!strcmp(arg, "max"))
-			env.op = AGG_OP_MAX;
-		else if (!strcmp(arg, "min"))
-			env.op = AGG_OP_MIN;
-		else
-			argp_error(state, "bad op '%s' (sum, max or min)", arg);
+		env.op = agg_argp_op(state, arg);
 		break;
 	case OPT_TIMEOUT:
 		env.timeout = agg_argp_timeout(state, arg);

@@ -130,6 +130,7 @@ struct agg_cap {
 	uint64_t other;			/* not agg traffic on the port */
 	uint64_t foreign;		/* another job or token than the plan's */
 	uint64_t truncated;		/* agg packets cut short by the snap length */
+	uint64_t probes;		/* PROBE packets (diagnostics, not grouped) */
 	int linktype;
 	struct agg_cap_group *g;
 	size_t ng, gcap;

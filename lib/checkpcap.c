@@ -274,6 +274,10 @@ static int packet(struct agg_cap *c, const uint8_t *d, uint32_t caplen)
 		c->foreign++;
 		return 0;
 	}
+	if (h[1] == AGG_T_PROBE) {	/* agg-recv asking who holds it up */
+		c->probes++;
+		return 0;
+	}
 	memset(&key, 0, sizeof(key));
 	key.job = le32(h + 8);
 	key.iter = le32(h + 12);

@@ -8,6 +8,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "agg.h"
 #include "opts.h"
 
 #ifndef AGG_PIN_DIR
@@ -220,4 +221,16 @@ double agg_argp_timeout(struct argp_state *state, const char *arg)
 	if (agg_parse_double(arg, &d, NULL) || !(d > 0) || d > 86400)
 		argp_error(state, "bad timeout '%s' (seconds, up to 86400)", arg);
 	return d;
+}
+
+unsigned agg_argp_op(struct argp_state *state, const char *arg)
+{
+	static const char *const ops[] = { [AGG_OP_SUM] = "sum", [AGG_OP_MAX] = "max",
+					   [AGG_OP_MIN] = "min" };
+
+	for (unsigned i = 0; i < AGG_OP_COUNT; i++)
+		if (!strcmp(arg, ops[i]))
+			return i;
+	argp_error(state, "bad op '%s' (sum, max or min)", arg);
+	return AGG_OP_SUM;
 }

@@ -52,6 +52,8 @@ double agg_now(void);
  * parsers: argp_error with a clear message when arg is bad. */
 uint32_t agg_argp_iter(struct argp_state *state, const char *arg);
 double agg_argp_timeout(struct argp_state *state, const char *arg);
+/* --op sum|max|min: AGG_OP_* of bpf/agg.h. */
+unsigned agg_argp_op(struct argp_state *state, const char *arg);
 
 /* Exit status (documented in every man page). */
 enum {

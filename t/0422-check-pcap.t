@@ -140,7 +140,7 @@ test_expect_success 'a clean capture: everything sent once and answered, exit 0'
 	cat >want <<-EOF &&
 	iter=$i from=a to=c1 type=RESULT segments=33 sent=33 resent=0 duplicated=0 lost=0
 	iter=$i from=c1 to=a type=DATA segments=33 sent=33 resent=0 duplicated=0 lost=0 unanswered=0
-	summary packets=67 agg=66 other=1 foreign=0 truncated=0 pairs=2 resent=0 duplicated=0 lost=0 unanswered=0 ok=yes
+	summary packets=67 agg=66 other=1 foreign=0 truncated=0 probes=0 pairs=2 resent=0 duplicated=0 lost=0 unanswered=0 ok=yes
 	EOF
 	test_cmp want out
 '
@@ -154,7 +154,7 @@ test_expect_success 'without --plan: node indices, the receiver learned from its
 test_expect_success 'another job'"'"'s plan: every packet is foreign' '
 	agg-plan --job 7 --size 16000 hosts.txt >plan7.txt &&
 	agg-check --pcap clean.pcap --plan plan7.txt >out &&
-	grep -x "summary packets=67 agg=0 other=1 foreign=66 truncated=0 pairs=0 resent=0 duplicated=0 lost=0 unanswered=0 ok=yes" out
+	grep -x "summary packets=67 agg=0 other=1 foreign=66 truncated=0 probes=0 pairs=0 resent=0 duplicated=0 lost=0 unanswered=0 ok=yes" out
 '
 
 test_expect_success 'a capture cut short is bad input: exit 2, the file named' '
