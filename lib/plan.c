@@ -231,9 +231,20 @@ int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ct
 			else if (nparent[i] > 1)
 				REPORT("tree %d: worker %s has %d parents", t, p->node[i].name,
 				       nparent[i]);
-			else if (agg_plan_depth(p, t, i) < 0)
-				REPORT("tree %d: worker %s does not reach root %s (a cycle)",
-				       t, p->node[i].name, root);
+			else if (agg_plan_depth(p, t, i) < 0) {
+				/* a dead end (a node without a parent) or a cycle */
+				int end = i, steps = 0;
+
+				while (tr->parent[end] >= 0 && end != tr->root &&
+				       ++steps <= p->nnodes)
+					end = tr->parent[end];
+				if (steps > p->nnodes)
+					REPORT("tree %d: worker %s does not reach root %s (a cycle)",
+					       t, p->node[i].name, root);
+				else
+					REPORT("tree %d: worker %s does not reach root %s (its chain ends at %s)",
+					       t, p->node[i].name, root, p->node[end].name);
+			}
 		}
 		/* ALEPH's capacities (Eq. 1); RAT puts a whole region under its
 		 * aggregator by design, and PS plans have no aggregators. */

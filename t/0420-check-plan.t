@@ -88,12 +88,12 @@ test_expect_success 'a root that is not a parameter server, exit 1' '
 	cat >want <<-EOF &&
 	root.txt: tree 0: root b2 is not a parameter server (role=ps)
 	root.txt: tree 0: root b2 has a parent
-	root.txt: tree 0: worker a does not reach root b2 (a cycle)
-	root.txt: tree 0: worker b1 does not reach root b2 (a cycle)
-	root.txt: tree 0: worker c2 does not reach root b2 (a cycle)
-	root.txt: tree 0: worker c3 does not reach root b2 (a cycle)
-	root.txt: tree 0: worker c4 does not reach root b2 (a cycle)
-	root.txt: tree 0: worker c5 does not reach root b2 (a cycle)
+	root.txt: tree 0: worker a does not reach root b2 (its chain ends at ps0)
+	root.txt: tree 0: worker b1 does not reach root b2 (its chain ends at ps0)
+	root.txt: tree 0: worker c2 does not reach root b2 (its chain ends at ps0)
+	root.txt: tree 0: worker c3 does not reach root b2 (its chain ends at ps0)
+	root.txt: tree 0: worker c4 does not reach root b2 (its chain ends at ps0)
+	root.txt: tree 0: worker c5 does not reach root b2 (its chain ends at ps0)
 	EOF
 	test_cmp want out
 '
