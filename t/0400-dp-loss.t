@@ -16,11 +16,12 @@ test_require ROOT,NETNS,BPF "XDP and tcx on namespaces need root and bpffs"
 ITERS_1=${AGG_LOSS_ITERS_1:-${AGG_LOSS_ITERS:-20}}
 ITERS_10=${AGG_LOSS_ITERS_10:-${AGG_LOSS_ITERS:-1}}
 ITERS_RESULT=${AGG_LOSS_ITERS_RESULT:-${AGG_LOSS_ITERS:-1}}
-# agg-send gives up after SEND_TIMEOUT s without any segment completing;
-# agg-recv after RECV_TIMEOUT s in all (it is stopped as soon as an
-# agg-send fails, so a hang costs SEND_TIMEOUT).
+# agg-send gives up after SEND_TIMEOUT s without any segment completing
+# (at 10% the longest pause is a few 1 s resend timeouts); agg-recv after
+# RECV_TIMEOUT s in all (an iteration at 10% takes 90-115 s; agg-recv is
+# stopped as soon as an agg-send fails, so a hang costs SEND_TIMEOUT).
 SEND_TIMEOUT=${AGG_LOSS_SEND_TIMEOUT:-120}
-RECV_TIMEOUT=${AGG_LOSS_RECV_TIMEOUT:-3600}
+RECV_TIMEOUT=${AGG_LOSS_RECV_TIMEOUT:-600}
 K=4	# input sets, used in turn
 
 # The 9 hosts of t/0300 (ALEPH Sec. 6.3's testbed).
@@ -146,7 +147,7 @@ run_iters() {
 times_of() {
 	[ -s "times.$1" ] || { echo "no iteration completed"; return; }
 	sort -k 2 -g "times.$1" | awk '{ t[NR] = $2; s += $2 }
-		END { printf "%d iterations in %.0f s: %.2f s each (min %.2f, median %.2f, max %.2f)\n",
+		END { printf "%d iteration(s) in %.0f s: %.2f s each (min %.2f, median %.2f, max %.2f)\n",
 			NR, s, s / NR, t[1], t[int((NR + 1) / 2)], t[NR] }'
 }
 
@@ -200,6 +201,10 @@ check_run() {
 	test "$(awk '$1 == "served" { print $2 }' agg.$cr_to)" -gt 0 &&
 	test "$(awk '$1 == "drop_dup" { print $2 }' agg.$cr_to)" -gt 0 &&
 	test "$(awk '$1 == "resent" { print $2 }' agg.$cr_to)" -gt 0
+}
+
+its() {
+	if [ "$1" = 1 ]; then echo "1 iteration"; else echo "$1 iterations"; fi
 }
 
 # A log of loss in both directions has drops of data and of results,
@@ -273,7 +278,7 @@ test_expect_success 'the injector drops what it is told to, logs each drop, and 
 '
 
 FIRST=10
-test_expect_success "$ITERS_1 iterations bit-exact with 1% loss on every port, both directions" '
+test_expect_success "$(its $ITERS_1) bit-exact with 1% loss on every port, both directions" '
 	snapshot a1 &&
 	loss_on 10000 &&
 	run_iters $FIRST $ITERS_1 &&
@@ -284,7 +289,7 @@ test_expect_success "$ITERS_1 iterations bit-exact with 1% loss on every port, b
 say "1% loss: $(times_of $FIRST)"
 
 FIRST=$((FIRST + ITERS_1))
-test_expect_success "$ITERS_10 iterations bit-exact with 10% loss on every port, both directions" '
+test_expect_success "$(its $ITERS_10) bit-exact with 10% loss on every port, both directions" '
 	snapshot a10 &&
 	loss_on 100000 &&
 	run_iters $FIRST $ITERS_10 &&
@@ -298,7 +303,7 @@ say "10% loss: $(times_of $FIRST)"
 # all the repair is a resend answered from a finished slot and the
 # result sent down again.
 FIRST=$((FIRST + ITERS_10))
-test_expect_success "$ITERS_RESULT iterations bit-exact with 10% of the results lost on the way to each host" '
+test_expect_success "$(its $ITERS_RESULT) bit-exact with 10% of the results lost on the way to each host" '
 	snapshot ar &&
 	loss_on --type result 100000 out &&
 	run_iters $FIRST $ITERS_RESULT &&

@@ -147,10 +147,11 @@ static int do_attach(int argc, char **argv)
 		agg_err("cannot create %s: %s", pindir, strerror(errno));
 		return AGG_EXIT_SYSTEM;
 	}
-	if (pin_path(link_pin, sizeof(link_pin), pindir, "link-") ||
-	    strlen(link_pin) + strlen(ifname) + 5 > sizeof(link_pin))
+	if ((size_t)snprintf(link_pin, sizeof(link_pin), "%s/link-%s-%s", pindir, ifname, dir) >=
+	    sizeof(link_pin)) {
+		agg_err("%s: path too long", pindir);
 		return AGG_EXIT_USAGE;
-	strcat(strcat(strcat(link_pin, ifname), "-"), dir);
+	}
 	if (access(link_pin, F_OK) == 0) {
 		agg_err("%s already has a loss program on %s (%s): detach first", ifname, dir, link_pin);
 		return AGG_EXIT_USAGE;
@@ -272,11 +273,13 @@ static int do_log(const char *pindir)
 		return AGG_EXIT_SYSTEM;
 	if (bpf_obj_get_info_by_fd(fd, &info, &len)) {
 		agg_err("cannot inspect %s/loss_log: %s", pindir, strerror(errno));
+		close(fd);
 		return AGG_EXIT_SYSTEM;
 	}
 	if (info.value_size != sizeof(struct loss_rec)) {
 		agg_err("%s/loss_log entries are %u bytes, losstool expects %zu",
 			pindir, info.value_size, sizeof(struct loss_rec));
+		close(fd);
 		return AGG_EXIT_SYSTEM;
 	}
 	bytes = (size_t)info.max_entries * info.value_size;
@@ -324,11 +327,14 @@ static int do_stats(const char *pindir)
 	v = calloc(ncpu, sizeof(*v));
 	if (!v) {
 		agg_err("out of memory");
+		close(fd);
 		return AGG_EXIT_SYSTEM;
 	}
 	for (uint32_t k = 0; k < LOSS_NCOUNT; k++) {
 		if (bpf_map_lookup_elem(fd, &k, v)) {
 			agg_err("cannot read %s/loss_count: %s", pindir, strerror(errno));
+			free(v);
+			close(fd);
 			return AGG_EXIT_SYSTEM;
 		}
 		for (int c = 0; c < ncpu; c++)
