@@ -387,6 +387,22 @@ out:
 			count(AGG_S_SATURATED);
 	} else {
 		count(AGG_S_SERVED);
+		if (cfg_worker && from != cfg_self) {
+			/* An aggregator that has the result already answers its
+			 * child itself: no round trip to the root. */
+			struct agg_meta *m = bpf_map_lookup_elem(&meta, &seg);
+			void *res = bpf_map_lookup_elem(&results, &seg);
+			struct agg_node_info *n = bpf_map_lookup_elem(&nodes, &from);
+
+			if (m && res && n && m->ver == ver) {
+				if (bpf_xdp_store_bytes(ctx, VAL_OFF, res, cfg_segment * 4) ||
+				    pkt_parse(ctx, &p))
+					return XDP_ABORTED;
+				p.h->attempt = 0;
+				pkt_address(&p, n, AGG_T_RESULT, AGG_F_UP);
+				return XDP_PASS;
+			}
+		}
 	}
 	if (bpf_xdp_store_bytes(ctx, VAL_OFF, buf, cfg_segment * 4))
 		return XDP_ABORTED;

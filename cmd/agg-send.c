@@ -268,26 +268,34 @@ static double probe_budget(void)
 /*
  * When a segment without its result is sent again.  A result acknowledges
  * a segment and comes back only when every worker has sent it, so round
- * trips follow the slowest worker, and on a busy host a worker that is
- * not scheduled for a few milliseconds holds every result up: the tail,
- * not the mean, says when a result is overdue.  The timeout is twice the
+ * trips follow the slowest worker (a worker not scheduled for a few
+ * milliseconds holds every result up) and, under loss, the other workers'
+ * resends: an estimate from them only grows.  So the timeout is twice the
  * longest recent round trip of a segment sent once (Karn; the maximum
- * decays by 1% per sample), at least RTO_MIN, RTO_INIT before the first
- * sample (the workers start at different times), doubled per resend up
- * to RTO_MAX.
+ * decays by 1% per sample), kept between RTO_MIN and RTO_BUSY while
+ * results keep coming (a loss then costs at most RTO_BUSY), RTO_INIT before
+ * the first sample (the workers start at different times), and doubled
+ * per resend up to RTO_STALL only once nothing has come back for RTO_IDLE,
+ * so that a dead or cut-off peer is not flooded.
  */
 #define RTO_MIN		0.010
+#define RTO_BUSY	0.020
 #define RTO_INIT	0.200
-#define RTO_MAX		1.0
-static double rto(const struct sender *s, unsigned attempt)
+#define RTO_IDLE	0.100
+#define RTO_STALL	1.0
+static double rto(const struct sender *s, unsigned attempt, double idle)
 {
-	double t = s->rtt_max ? 2 * s->rtt_max : RTO_INIT;
+	double t = 2 * s->rtt_max, cap = idle > RTO_IDLE ? RTO_STALL : RTO_BUSY;
 
+	if (!s->rtt_max)
+		return RTO_INIT;
 	if (t < RTO_MIN)
 		t = RTO_MIN;
-	while (attempt-- && t < RTO_MAX)
+	if (t > RTO_BUSY)
+		t = RTO_BUSY;
+	while (attempt-- && t < cap)
 		t *= 2;
-	return t < RTO_MAX ? t : RTO_MAX;
+	return t < cap ? t : cap;
 }
 
 static void rtt_sample(struct sender *s, double r)
@@ -351,7 +359,7 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 				}
 				l->seg += window;
 				l->attempt = 0;
-			} else if (t - l->sent > rto(s, l->attempt)) {
+			} else if (t - l->sent > rto(s, l->attempt, t - last)) {
 				l->attempt++;
 			} else {
 				continue;

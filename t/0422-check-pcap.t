@@ -4,6 +4,7 @@ test_description='agg-check --pcap: real captures of a virtual cluster, with pac
 . "$(dirname "$0")/lib/test-lib.sh"
 . "$TEST_DIRECTORY/lib/vcluster.sh"
 . "$TEST_DIRECTORY/lib/dp.sh"
+. "$TEST_DIRECTORY/lib/capture.sh"
 
 test_expect_success 'a file that is not a capture, cut short or missing: exit 2, the file named' '
 	echo "plan v1" >notpcap &&
@@ -32,53 +33,6 @@ c1  10.90.0.4   bw=10
 c2  10.90.0.5   bw=10
 c3  10.90.0.6   bw=10
 EOF
-
-# capture_start FILE [NAME]: tcpdump on c1's bridge port (in the bridge's
-# namespace), or with NAME, on every interface of host NAME (Linux cooked
-# SLL2).  capture_stop: stop them all and wait until the files are written.
-CAP_PIDS= CAP_FILES=
-capture_start() {
-	# nsenter execs tcpdump, so $! is its pid.  --immediate-mode hands
-	# every packet to tcpdump at once (TPACKET_V3 holds them for up to a
-	# second otherwise, and a stop meanwhile loses them); its ring has a
-	# frame per packet of the snap length, so with -s 0 a burst of a few
-	# packets overflows it: the headers (128 bytes) are all agg-check reads.
-	if [ -n "${2-}" ]; then
-		nsenter --net="/var/run/netns/$(vcluster_ns "$2")" -- tcpdump -i any \
-			--immediate-mode -B 8192 -s 128 -w "$1" -U -Z root "udp port 9999 or udp port 9" 2>"$1.err" &
-	else
-		nsenter --net="/var/run/netns/$(vcluster_brns)" -- tcpdump -i "$(vcluster_port c1)" \
-			--immediate-mode -B 8192 -s 128 -w "$1" -U -Z root "udp port 9999 or udp port 9" 2>"$1.err" &
-	fi
-	CAP_PIDS="$CAP_PIDS $!" CAP_FILES="$CAP_FILES $1"
-	n=0
-	until grep -q "listening on" "$1.err" 2>/dev/null; do
-		n=$((n + 1))
-		test $n -lt 100 || { cat "$1.err"; return 1; }
-		sleep 0.05
-	done
-}
-capture_stop() {
-	# A stop loses what tcpdump has not read yet: first send a marker (UDP
-	# to the discard port, after every agg packet) and wait until each
-	# capture holds it.  The reports count it as "other".
-	echo end | vcluster_run c1 nc -u -w0 10.90.0.1 9 &&
-	for f in $CAP_FILES; do
-		n=0
-		until tcpdump -r "$f" -nn "udp port 9" 2>/dev/null | grep -q "\.9: UDP"; do
-			n=$((n + 1))
-			test $n -lt 100 || { echo "no marker in $f"; return 1; }
-			sleep 0.05
-		done
-	done &&
-	for p in $CAP_PIDS; do kill -INT "$p"; done &&
-	for p in $CAP_PIDS; do wait "$p"; done &&
-	for f in $CAP_FILES; do
-		grep -q "^0 packets dropped by kernel" "$f.err" || { cat "$f.err"; return 1; }
-	done &&
-	CAP_PIDS= CAP_FILES=
-}
-test_atexit 'for p in $CAP_PIDS; do kill "$p"; done'
 
 # run_iter ITER [C1TIMEOUT]: agg-send on every worker; c1's -j output in
 # sent.ITER; fails unless the others succeed (c1 may time out).
