@@ -17,38 +17,13 @@
 #include <bpf/bpf_endian.h>
 
 #include "agg.h"
+#include "loss.h"
 
 /* Set by the loader; the verifier sees constants. */
 const volatile __u32 cfg_ppm;		/* drops per million agg packets */
 const volatile __u16 cfg_port;		/* the plan's UDP port, host order */
 const volatile __u8 cfg_type;		/* AGG_T_* to drop, 0: every type */
 const volatile __u8 cfg_dir;		/* LOSS_IN or LOSS_OUT: the hook */
-
-enum { LOSS_IN, LOSS_OUT };		/* from the host, to the host */
-
-/* One dropped packet. */
-struct loss_rec {
-	__u64 ns;			/* bpf_ktime_get_ns */
-	__u32 iter;
-	__u32 seg;
-	__u32 saddr;			/* network order */
-	__u32 daddr;
-	__u32 ifindex;			/* the port it was dropped on */
-	__u16 from;
-	__u16 attempt;
-	__u8 type;
-	__u8 dir;			/* LOSS_IN or LOSS_OUT */
-	__u8 rsvd[6];
-};
-
-#define LOSS_LOG_CAP	(1 << 20)
-
-/* Per-CPU counters ("loss_count"). */
-enum {
-	LOSS_SEEN_IN, LOSS_DROP_IN, LOSS_SEEN_OUT, LOSS_DROP_OUT,
-	LOSS_OVERFLOW,			/* drops the full log did not record */
-	LOSS_NCOUNT,
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

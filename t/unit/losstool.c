@@ -37,28 +37,8 @@
 #include "dp.h"
 #include "log.h"
 #include "opts.h"
+#include "loss.h"
 #include "loss.skel.h"
-
-/* As in bpf/loss.bpf.c; attach and log check the sizes against the maps. */
-struct loss_rec {
-	uint64_t ns;
-	uint32_t iter;
-	uint32_t seg;
-	uint32_t saddr;
-	uint32_t daddr;
-	uint32_t ifindex;
-	uint16_t from;
-	uint16_t attempt;
-	uint8_t type;
-	uint8_t dir;
-	uint8_t rsvd[6];
-};
-
-enum { LOSS_IN, LOSS_OUT };
-enum {
-	LOSS_SEEN_IN, LOSS_DROP_IN, LOSS_SEEN_OUT, LOSS_DROP_OUT,
-	LOSS_OVERFLOW, LOSS_NCOUNT,
-};
 
 static const char *const map_pins[] = { "loss_log", "loss_head", "loss_count" };
 #define NMAPS (sizeof(map_pins) / sizeof(map_pins[0]))
