@@ -125,7 +125,7 @@ struct sender {
 	uint8_t *out;			/* the frame after our XDP program ran */
 	size_t frame_len;
 	uint64_t sent_local, sent_remote, resent;
-	double rtt_max;			/* longest recent round trip, s */
+	double rtt_med;			/* median round trip, s */
 };
 
 static int sender_init(struct sender *s, struct agg_node *n)
@@ -268,41 +268,40 @@ static double probe_budget(void)
 /*
  * When a segment without its result is sent again.  A result acknowledges
  * a segment and comes back only when every worker has sent it, so round
- * trips follow the slowest worker (a worker not scheduled for a few
- * milliseconds holds every result up) and, under loss, the other workers'
- * resends: an estimate from them only grows.  So the timeout is twice the
- * longest recent round trip of a segment sent once (Karn; the maximum
- * decays by 1% per sample), kept between RTO_MIN and RTO_BUSY while
- * results keep coming (a loss then costs at most RTO_BUSY), RTO_INIT before
- * the first sample (the workers start at different times), and doubled
- * per resend up to RTO_STALL only once nothing has come back for RTO_IDLE,
+ * trips follow the slowest worker and, under loss, the other workers'
+ * resends: their distribution has a long tail whose mean and maximum say
+ * little, while its median is the time a segment needs when nothing goes
+ * wrong (on a congested link too, where every round trip is long).  So the
+ * timeout is twice a running median of the time from a segment's
+ * last send to its result, between RTO_MIN and RTO_STALL, RTO_INIT before the
+ * first sample (the workers start at different times), and doubled per
+ * resend up to RTO_STALL once nothing at all has come back for RTO_IDLE,
  * so that a dead or cut-off peer is not flooded.
  */
 #define RTO_MIN		0.010
-#define RTO_BUSY	0.020
 #define RTO_INIT	0.200
 #define RTO_IDLE	0.100
 #define RTO_STALL	1.0
 static double rto(const struct sender *s, unsigned attempt, double idle)
 {
-	double t = 2 * s->rtt_max, cap = idle > RTO_IDLE ? RTO_STALL : RTO_BUSY;
+	double t = 2 * s->rtt_med;
 
-	if (!s->rtt_max)
+	if (!s->rtt_med)
 		return RTO_INIT;
 	if (t < RTO_MIN)
 		t = RTO_MIN;
-	if (t > RTO_BUSY)
-		t = RTO_BUSY;
-	while (attempt-- && t < cap)
+	while (idle > RTO_IDLE && attempt-- && t < RTO_STALL)
 		t *= 2;
-	return t < cap ? t : cap;
+	return t < RTO_STALL ? t : RTO_STALL;
 }
 
+/* A running median: steps of 5% of itself towards each sample. */
 static void rtt_sample(struct sender *s, double r)
 {
-	s->rtt_max *= 0.99;
-	if (r > s->rtt_max)
-		s->rtt_max = r;
+	if (!s->rtt_med)
+		s->rtt_med = r > 1e-5 ? r : 1e-5;
+	else
+		s->rtt_med *= r > s->rtt_med ? 1.05 : 1 / 1.05;
 }
 
 struct lane {			/* one slot of the window */
@@ -347,8 +346,13 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 			if (l->seg == UINT32_MAX)
 				continue;
 			if (!agg_node_missing(s->n, l->seg, l->seg + 1, env.iter)) {
-				if (!l->attempt)	/* Karn: unambiguous samples only */
-					rtt_sample(s, t - l->sent);
+				/* Since the last send, resends too: a sample
+				 * that an earlier send answered is short, and
+				 * the median shrugs it off; without resends'
+				 * samples a congested link, where every segment
+				 * is resent before its result is back, would
+				 * give none, and the timeout could never grow. */
+				rtt_sample(s, t - l->sent);
 				moved = true;
 				last = t;
 				why[0] = '\0';	/* moving again: ask anew next time */

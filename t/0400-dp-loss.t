@@ -10,7 +10,7 @@ test_description='loss recovery: results bit-exact under random loss on every br
 test_require ROOT,NETNS,BPF "XDP and tcx on namespaces need root and bpffs"
 
 # Iterations per loss run: the issue's done-when, 100 at 1% and 100 at 10%
-# (about 0.5 s and 1.7 s an iteration here), and 20 with results-only loss.
+# (about 0.6 s and 1.5 s an iteration here), and 20 with results-only loss.
 # AGG_LOSS_ITERS (or _1, _10, _RESULT one by one) changes them.
 ITERS_1=${AGG_LOSS_ITERS_1:-${AGG_LOSS_ITERS:-100}}
 ITERS_10=${AGG_LOSS_ITERS_10:-${AGG_LOSS_ITERS:-100}}
@@ -330,11 +330,11 @@ test_expect_success 'agg-check --pcap names the segments the injector dropped' '
 	run_iters $FIRST 1 &&
 	capture_stop &&
 	loss_log | awk -v i=$FIRST -v f=$from "\$2 == i && \$4 == f { print \$3 }" |
-		sort -un >dropped &&
+		sort -u >dropped &&
 	test -s dropped &&
 	test_expect_code 1 agg-check --pcap lossy.pcap --plan plan.txt -v >check.out &&
 	sed -n "s/^lost iter=$FIRST from=c1 to=[a-z0-9]* type=DATA seg=//p" check.out |
-		sort -un >named &&
+		sort -u >named &&
 	comm -23 dropped named >unnamed &&
 	{ test ! -s unnamed || { echo "dropped, not named:"; cat unnamed; false; }; } &&
 	say "agg-check --pcap: $(wc -l <dropped) segments dropped by the injector, all named; $(comm -13 dropped named | wc -l) more named (resent early, not lost)"
