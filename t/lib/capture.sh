@@ -27,10 +27,11 @@ capture_start() {
 			--immediate-mode -B 8192 -s 128 -w "$1" -U -Z root "udp port 9999 or udp port 9" 2>"$1.err" &
 	fi
 	CAP_PIDS="$CAP_PIDS $!" CAP_FILES="$CAP_FILES $1"
+	# up to 30 s: on a loaded machine tcpdump takes a while to start
 	n=0
 	until grep -q "listening on" "$1.err" 2>/dev/null; do
 		n=$((n + 1))
-		test $n -lt 100 || { cat "$1.err"; return 1; }
+		test $n -lt 600 || { cat "$1.err"; return 1; }
 		sleep 0.05
 	done
 }
@@ -43,7 +44,7 @@ capture_stop() {
 		n=0
 		until tcpdump -r "$f" -nn "udp port 9" 2>/dev/null | grep -q "\.9: UDP"; do
 			n=$((n + 1))
-			test $n -lt 100 || { echo "no marker in $f"; return 1; }
+			test $n -lt 600 || { echo "no marker in $f"; return 1; }
 			sleep 0.05
 		done
 	done &&
