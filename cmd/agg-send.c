@@ -150,9 +150,7 @@ static int sender_init(struct sender *s, struct agg_node *n)
 	for (int t = 0; t < p->ntrees; t++) {
 		int par = p->tree[t].parent[n->self];
 
-		for (int c = 0; c < p->nnodes; c++)
-			if (p->tree[t].parent[c] == n->self)
-				s->local[t] = true;
+		s->local[t] = agg_plan_children(p, t, n->self, NULL, 0) > 0;
 		if (!s->local[t] && par < 0)
 			return -EINVAL;	/* a worker outside a tree: agg_plan_check forbids */
 		if (par >= 0) {

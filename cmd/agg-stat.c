@@ -180,10 +180,8 @@ static void role_of(const struct agg_stat_node *n, char *buf, size_t len)
 	bool root = false, agg = false, leaf = false;
 
 	for (int t = 0; t < p->ntrees; t++) {
-		int kids = 0;
+		int kids = agg_plan_children(p, t, n->self, NULL, 0);
 
-		for (int c = 0; c < p->nnodes; c++)
-			kids += p->tree[t].parent[c] == n->self;
 		if (p->tree[t].parent[n->self] < 0)
 			root |= kids > 0;
 		else if (kids)

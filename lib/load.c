@@ -444,14 +444,17 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 		ti[t].parent = tr->parent[self];
 		if (ti[t].parent >= 0)
 			peer[ti[t].parent] = true;
-		for (int c = 0; c < p->nnodes; c++) {
-			if (tr->parent[c] != self)
-				continue;
-			if (ti[t].nkids == AGG_MAX_KIDS)
+		{
+			int kids[AGG_MAX_KIDS];
+			int n = agg_plan_children(p, t, self, kids, AGG_MAX_KIDS);
+
+			if (n > AGG_MAX_KIDS)
 				FAIL(-EINVAL, "node %s has more than %d children in tree %d",
 				     me->name, AGG_MAX_KIDS, t);
-			ti[t].kid[ti[t].nkids++] = c;
-			peer[c] = true;
+			for (int k = 0; k < n; k++) {
+				ti[t].kid[ti[t].nkids++] = kids[k];
+				peer[kids[k]] = true;
+			}
 		}
 		ti[t].expect = ti[t].nkids == 64 ? ~0ULL : (1ULL << ti[t].nkids) - 1;
 		ti[t].self_bit = 64;

@@ -164,6 +164,16 @@ int agg_plan_depth(const struct agg_plan *p, int tree, int node)
 	return d;
 }
 
+int agg_plan_children(const struct agg_plan *p, int t, int node, int *kids, int max)
+{
+	int n = 0;
+
+	for (int c = 0; c < p->nnodes; c++)
+		if (p->tree[t].parent[c] == node && n++ < max)
+			kids[n - 1] = c;
+	return n;
+}
+
 uint64_t agg_plan_default_token(const struct agg_plan *p)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;

@@ -112,6 +112,13 @@ int agg_plan_read(struct agg_plan *p, FILE *f, const char *fname,
 typedef void (*agg_plan_report_fn)(void *ctx, const char *msg);
 int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ctx);
 
+/*
+ * The children of node in tree t, in node order (the order of the bits in
+ * the data plane's contributor bitmaps): up to max of them into kids;
+ * returns how many there are.
+ */
+int agg_plan_children(const struct agg_plan *p, int t, int node, int *kids, int max);
+
 /* A default per-job token: FNV-1a over job, seed and the node table. */
 uint64_t agg_plan_default_token(const struct agg_plan *p);
 

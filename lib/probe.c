@@ -32,25 +32,6 @@ struct walk {
 	int max, found;
 };
 
-/* Child number b of node r in tree t (children in node order, as agg-load
- * numbers them), or -1; and how many children r has. */
-static int kid_of(const struct agg_plan *p, unsigned t, int r, unsigned b, unsigned *nkids)
-{
-	int kid = -1;
-	unsigned k = 0;
-
-	for (int c = 0; c < p->nnodes; c++) {
-		if (p->tree[t].parent[c] != r)
-			continue;
-		if (k == b)
-			kid = c;
-		k++;
-	}
-	if (nkids)
-		*nkids = k;
-	return kid;
-}
-
 static int probe_local(const struct walk *w, struct agg_probe *a)
 {
 	const struct agg_node *n = w->n;
@@ -192,9 +173,8 @@ static void walk(struct walk *w, int r, int at, int depth)
 {
 	const struct agg_plan *p = &w->n->plan;
 	struct agg_probe a;
-	unsigned nkids;
+	int kids[AGG_MAX_KIDS], nkids, err;
 	uint64_t missing;
-	int err;
 
 	if (depth > p->nnodes)
 		return;		/* agg_plan_check forbids cycles; be safe anyway */
@@ -224,25 +204,17 @@ static void walk(struct walk *w, int r, int at, int depth)
 		break;
 	}
 	missing = a.expect & ~a.bitmap;
-	kid_of(p, w->tree, r, 0, &nkids);
-	for (unsigned b = 0; b < 64; b++) {
-		int c;
-
+	nkids = agg_plan_children(p, w->tree, r, kids, AGG_MAX_KIDS);
+	for (int b = 0; b < 64; b++) {
 		if (!(missing & (1ULL << b)))
 			continue;
-		if (b == nkids) {		/* r's own contribution */
+		if (b == nkids)			/* r's own contribution */
 			blame(w, r, r, AGG_BLAME_NO_DATA);
-			continue;
-		}
-		c = kid_of(p, w->tree, r, b, NULL);
-		if (c < 0)
-			continue;
-		kid_of(p, w->tree, c, 0, &nkids);
-		if (nkids)
-			walk(w, c, r, depth + 1);
-		else
-			blame(w, c, r, AGG_BLAME_NO_DATA);
-		kid_of(p, w->tree, r, 0, &nkids);
+		else if (b < nkids && b < AGG_MAX_KIDS &&
+			 agg_plan_children(p, w->tree, kids[b], NULL, 0))
+			walk(w, kids[b], r, depth + 1);
+		else if (b < nkids && b < AGG_MAX_KIDS)
+			blame(w, kids[b], r, AGG_BLAME_NO_DATA);
 	}
 }
 
