@@ -46,6 +46,8 @@ const volatile __u32 cfg_segment = 128;	/* values per segment */
 const volatile __u32 cfg_nsegs = 1;	/* wire segments: exponents + data */
 const volatile __u32 cfg_nexp;		/* exponent segments (the first ones) */
 const volatile __u32 cfg_nslots = 1;	/* the slot pool */
+const volatile __u32 cfg_nchunks = 1;	/* chunks per slot (agg.h "slots") */
+const volatile __u32 cfg_chunk = 128;	/* values per chunk: ceil(segment / nchunks) */
 const volatile __u32 cfg_period = 1;	/* entries of "segmap" */
 
 struct {
@@ -253,88 +255,106 @@ static __always_inline __u32 slot_of(__u32 iter, __u32 seg)
 	return ((__u64)iter * cfg_nsegs + seg) % cfg_nslots;
 }
 
-/* The slot's final values into buf; nonzero if a sum saturated. */
-static __always_inline __u32 finish(struct agg_slot *s, __s32 *buf)
+/* The slot's final values into buf; nonzero if a sum saturated.  All
+ * cfg_chunk values (a constant trip count: the verifier walks one path);
+ * only the first n are real, and only they count for saturation. */
+static __always_inline __u32 finish(struct agg_slot *s, __s32 *buf, __u32 n)
 {
-	__u32 sat = 0;
+	__u32 len = cfg_chunk;
+	__u64 sat = 0;
 
 #pragma clang loop unroll(disable)
-	for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
+	for (__u32 i = 0; i < AGG_CHUNK; i++) {
 		__s64 v;
 
-		if (i >= cfg_segment)
+		if (i >= len)
 			break;
 		v = s->acc[i];
 		/* Branch-free, or the verifier follows every path. */
-		sat |= (__u64)(AGG_SUM_LIMIT - v) >> 63;
+		sat |= ((__u64)(AGG_SUM_LIMIT - v) >> 63) & ((__u64)((__s64)i - n) >> 63);
 		if (v > AGG_SUM_LIMIT)
 			v = AGG_POISON_HI;
 		buf[i] = (__s32)v;
 	}
-	return sat;
+	return sat != 0;
 }
 
-enum { AGG_NEW, AGG_COMPLETE, AGG_SERVE };
-
-static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
-				     struct agg_tree_info *ti, __u32 bit)
+/* Values of chunk c: cfg_chunk, fewer in the last chunk; 0 past the end. */
+static __always_inline __u32 chunk_len(__u32 c)
 {
-	__u32 seg = h->seg, ver = h->iter + 1, op = h->op, zero = 0;
-	__u32 si = slot_of(h->iter, seg), sat = 0, from = h->from;
-	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &si);
-	struct agg_slot *s = bpf_map_lookup_elem(&slots, &si);
+	__u32 lim = cfg_chunk, first = c * lim;
+
+	if (c >= cfg_nchunks || first >= cfg_segment)
+		return 0;
+	return cfg_segment - first < lim ? cfg_segment - first : lim;
+}
+
+/* Outcomes of a chunk besides the drop counters (enum agg_stat). */
+enum { AGG_NEW = 0x100, AGG_COMPLETE, AGG_SERVE };
+
+/*
+ * The chunks are processed by global functions: the verifier checks each
+ * once, on its own, whatever the number of chunks (a bpf_loop callback or
+ * an inlined loop would be walked again per chunk and per path).  Their
+ * arguments: the chunk c, and in "how" the packet's op, contributor bit and
+ * whether it is a REQUEST (AGG_HOW).
+ */
+#define AGG_HOW(c, op, bit, request) ((c) | (op) << 8 | (bit) << 16 | (request) << 24)
+
+/*
+ * Add the packet's chunk c into the slot's chunk c, under that chunk's
+ * lock; the chunk's outcome: AGG_NEW, AGG_COMPLETE (the chunk has every
+ * contributor now), AGG_SERVE (finished before) or a drop counter.  Chunk
+ * 0 decides what the packet is; every later chunk must agree.  Every
+ * packet passes the chunks in order, so the packet that completes the
+ * last chunk is the last contributor everywhere: it sends the aggregate on.
+ */
+__attribute__((noinline))
+int chunk_add(struct xdp_md *ctx, __u32 how, __u32 ver, __u32 seg, __u64 expect)
+{
+	__u32 c = how & 0xff, op = (how >> 8) & 0xff, bit = (how >> 16) & 63;
+	__u32 request = how >> 24, zero = 0, n = chunk_len(c), len = cfg_chunk;
+	__u32 key = slot_of(ver - 1, seg) * cfg_nchunks + c;
+	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
+	struct agg_slot *s = bpf_map_lookup_elem(&slots, &key);
 	__s32 *buf = bpf_map_lookup_elem(&scratch, &zero);
-	int request = h->type == AGG_T_REQUEST;
-	__u64 expect = ti->expect;
-	int verdict = 0, what = AGG_NEW;
-	struct pkt p;
+	int v = AGG_NEW;
 
-	if (!lk || !s || !buf)
-		return drop(AGG_S_ERROR);
-	if (!request && bpf_xdp_load_bytes(ctx, VAL_OFF, buf, cfg_segment * 4))
-		return drop(AGG_S_DROP_MALFORMED);
-
+	if (!lk || !s || !buf || !n || n > len)
+		return AGG_S_ERROR;
+	if (!request && bpf_xdp_load_bytes(ctx, VAL_OFF + c * len * 4, buf, n * 4))
+		return AGG_S_DROP_MALFORMED;
 	bpf_spin_lock(&lk->lock);
 	if (s->ver == ver && s->seg == seg) {
 		if (s->op != op) {
-			verdict = AGG_S_DROP_MALFORMED;
-			goto out;
-		}
-		if (s->done) {
+			v = AGG_S_DROP_MALFORMED;
+		} else if (s->done) {
 			/* A resend or a request from a child that has no
-			 * result: the segment is finished here, send it on
-			 * again (up, or from the root back to that child). */
-			sat = finish(s, buf);
-			what = AGG_SERVE;
-			goto out;
-		}
-		if (request) {
-			verdict = AGG_S_PENDING;
-			goto out;
-		}
-		if (s->bitmap & (1ULL << bit)) {
-			verdict = AGG_S_DROP_DUP;
-			goto out;
-		}
-		if (op == AGG_OP_SUM) {
+			 * result: finished here, send it on again. */
+			v = AGG_SERVE;
+		} else if (request) {
+			v = AGG_S_PENDING;
+		} else if (s->bitmap & (1ULL << bit)) {
+			v = AGG_S_DROP_DUP;
+		} else if (op == AGG_OP_SUM) {
 #pragma clang loop unroll(disable)
-			for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
-				if (i >= cfg_segment)
+			for (__u32 i = 0; i < AGG_CHUNK; i++) {
+				if (i >= len)
 					break;
 				s->acc[i] += buf[i];
 			}
 		} else if (op == AGG_OP_MAX) {
 #pragma clang loop unroll(disable)
-			for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
-				if (i >= cfg_segment)
+			for (__u32 i = 0; i < AGG_CHUNK; i++) {
+				if (i >= len)
 					break;
 				if (buf[i] > s->acc[i])
 					s->acc[i] = buf[i];
 			}
 		} else {
 #pragma clang loop unroll(disable)
-			for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
-				if (i >= cfg_segment)
+			for (__u32 i = 0; i < AGG_CHUNK; i++) {
+				if (i >= len)
 					break;
 				if (buf[i] < s->acc[i])
 					s->acc[i] = buf[i];
@@ -342,50 +362,125 @@ static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 		}
 	} else if (newer(ver, seg, s)) {
 		if (request) {
-			verdict = AGG_S_PENDING;
-			goto out;
-		}
-		/* The same iteration's older segment unfinished: the sender
-		 * overran the window.  A newer iteration abandons it. */
-		if (s->ver == ver && !s->done) {
-			verdict = AGG_S_DROP_BUSY;
-			goto out;
-		}
-		s->ver = ver;
-		s->seg = seg;
-		s->bitmap = 0;
-		s->done = 0;
-		s->op = op;
+			v = AGG_S_PENDING;
+		} else if (s->ver == ver && !s->done) {
+			/* The same iteration's older segment unfinished: the
+			 * sender overran the window.  A newer iteration
+			 * abandons it. */
+			v = AGG_S_DROP_BUSY;
+		} else {
+			s->ver = ver;
+			s->seg = seg;
+			s->bitmap = 0;
+			s->done = 0;
+			s->op = op;
 #pragma clang loop unroll(disable)
-		for (__u32 i = 0; i < AGG_MAX_SEGMENT; i++) {
-			if (i >= cfg_segment)
-				break;
-			s->acc[i] = buf[i];
+			for (__u32 i = 0; i < AGG_CHUNK; i++) {
+				if (i >= len)
+					break;
+				s->acc[i] = buf[i];
+			}
 		}
 	} else {
-		verdict = AGG_S_DROP_STALE;
-		goto out;
+		v = AGG_S_DROP_STALE;
 	}
-	s->bitmap |= 1ULL << bit;
-	if (s->bitmap == expect) {
-		s->done = 1;
-		what = AGG_COMPLETE;
-		sat = finish(s, buf);
+	if (v == AGG_NEW) {
+		s->bitmap |= 1ULL << bit;
+		if (s->bitmap == expect) {
+			s->done = 1;
+			v = AGG_COMPLETE;
+		}
 	}
-out:
 	bpf_spin_unlock(&lk->lock);
-	if (verdict)
-		return drop(verdict);
-	if (what == AGG_NEW) {
-		count(AGG_S_ADDED);
-		return XDP_DROP;	/* consumed into the slot */
+	return v;
+}
+
+/* The finished slot's chunk c into the packet: 0, 1 if a sum saturated,
+ * -1 if the slot no longer holds (ver, seg) finished (a restarted job
+ * reused it: never send a mix) or the packet is too short. */
+__attribute__((noinline))
+int chunk_finish(struct xdp_md *ctx, __u32 c, __u32 ver, __u32 seg)
+{
+	__u32 key = slot_of(ver - 1, seg) * cfg_nchunks + c, zero = 0, n = chunk_len(c);
+	__u32 len = cfg_chunk;
+	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
+	struct agg_slot *s = bpf_map_lookup_elem(&slots, &key);
+	__s32 *buf = bpf_map_lookup_elem(&scratch, &zero);
+	int ok, sat = 0;
+
+	if (!lk || !s || !buf || !n || n > len)
+		return -1;
+	bpf_spin_lock(&lk->lock);
+	ok = s->ver == ver && s->seg == seg && s->done;
+	if (ok)
+		sat = finish(s, buf, n);
+	bpf_spin_unlock(&lk->lock);
+	if (!ok || bpf_xdp_store_bytes(ctx, VAL_OFF + c * len * 4, buf, n * 4))
+		return -1;
+	return sat;
+}
+
+/* Is the slot's last chunk finished with (ver, seg)? */
+static __always_inline int slot_done(__u32 si, __u32 ver, __u32 seg)
+{
+	__u32 key = si * cfg_nchunks + cfg_nchunks - 1;
+	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
+	struct agg_slot *s = bpf_map_lookup_elem(&slots, &key);
+	int done;
+
+	if (!lk || !s)
+		return 0;
+	bpf_spin_lock(&lk->lock);
+	done = s->ver == ver && s->seg == seg && s->done;
+	bpf_spin_unlock(&lk->lock);
+	return done;
+}
+
+static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
+				     struct agg_tree_info *ti, __u32 bit)
+{
+	__u32 seg = h->seg, ver = h->iter + 1, op = h->op, from = h->from;
+	__u32 si = slot_of(h->iter, seg), request = h->type == AGG_T_REQUEST;
+	__u64 expect = ti->expect;
+	int first = AGG_S_ERROR, last = 0, what, sat = 0;
+	struct pkt p;
+
+#pragma clang loop unroll(disable)
+	for (__u32 c = 0; c < AGG_MAX_CHUNKS; c++) {
+		int v;
+
+		if (c >= cfg_nchunks)
+			break;
+		v = chunk_add(ctx, AGG_HOW(c, op, bit, request), ver, seg, expect);
+		if (c == 0) {
+			first = v;
+			if (v != AGG_NEW && v != AGG_COMPLETE)
+				break;	/* decided by chunk 0 alone */
+		} else if (v != AGG_NEW && v != AGG_COMPLETE) {
+			/* Chunks disagree: only a packet racing a restart
+			 * of the job, or a bug.  What is added stays;
+			 * nothing is sent. */
+			return drop(AGG_S_ERROR);
+		}
+		last = v;
 	}
-	if (what == AGG_COMPLETE) {
-		count(AGG_S_ADDED);
-		count(AGG_S_DONE);
-		if (sat && op == AGG_OP_SUM)
-			count(AGG_S_SATURATED);
+	if (first != AGG_NEW && first != AGG_COMPLETE && first != AGG_SERVE)
+		return drop(first < AGG_S_COUNT ? first : AGG_S_ERROR);
+	if (first == AGG_SERVE) {
+		/* Finished in chunk 0, but the last contributor may still be
+		 * adding the later chunks on another CPU: then it is a
+		 * duplicate of a packet the slot is taking right now. */
+		if (cfg_nchunks > 1 && !slot_done(si, ver, seg))
+			return drop(AGG_S_DROP_DUP);
+		what = AGG_SERVE;
 	} else {
+		count(AGG_S_ADDED);
+		if (last != AGG_COMPLETE)
+			return XDP_DROP;	/* consumed into the slot */
+		count(AGG_S_DONE);
+		what = AGG_COMPLETE;
+	}
+	if (what == AGG_SERVE) {
 		count(AGG_S_SERVED);
 		if (cfg_worker && from != cfg_self) {
 			/* An aggregator that has the result already answers its
@@ -404,8 +499,20 @@ out:
 			}
 		}
 	}
-	if (bpf_xdp_store_bytes(ctx, VAL_OFF, buf, cfg_segment * 4))
-		return XDP_ABORTED;
+	/* The aggregate into the packet, chunk by chunk. */
+#pragma clang loop unroll(disable)
+	for (__u32 c = 0; c < AGG_MAX_CHUNKS; c++) {
+		int r;
+
+		if (c >= cfg_nchunks)
+			break;
+		r = chunk_finish(ctx, c, ver, seg);
+		if (r < 0)
+			return XDP_ABORTED;
+		sat |= r;
+	}
+	if (sat && op == AGG_OP_SUM && what == AGG_COMPLETE)
+		count(AGG_S_SATURATED);
 	if (pkt_parse(ctx, &p))
 		return XDP_ABORTED;
 	p.h->attempt = 0;
@@ -512,9 +619,11 @@ relay:
 static __always_inline int probe(struct xdp_md *ctx, struct agg_hdr *h,
 				 struct agg_tree_info *ti)
 {
-	__u32 seg = h->seg, ver = h->iter + 1, si = slot_of(h->iter, seg);
-	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &si);
-	struct agg_slot *s = bpf_map_lookup_elem(&slots, &si);
+	/* The last chunk: the slot's state (agg.h, "slots"). */
+	__u32 seg = h->seg, ver = h->iter + 1;
+	__u32 key = slot_of(h->iter, seg) * cfg_nchunks + cfg_nchunks - 1;
+	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
+	struct agg_slot *s = bpf_map_lookup_elem(&slots, &key);
 	struct agg_probe a = { .node = cfg_self, .expect = ti->expect };
 	struct agg_meta *m;
 	struct pkt p;

@@ -71,7 +71,9 @@ struct agg_hdr {
 #define AGG_POISON_LO		(-0x7fffffff - 1)
 #define AGG_EXP_ZERO		(-1000)	/* exponent of an all-zero segment */
 
-#define AGG_MAX_SEGMENT		2048	/* values per segment in the data plane */
+#define AGG_MAX_SEGMENT		16368	/* values per segment: the largest IPv4 packet */
+#define AGG_CHUNK		1024	/* values per slot chunk (one lock, one pass) */
+#define AGG_MAX_CHUNKS		((AGG_MAX_SEGMENT + AGG_CHUNK - 1) / AGG_CHUNK)
 #define AGG_MAX_KIDS		63	/* children per node per tree (+1 bit: self) */
 #define AGG_MAX_NODES		4096
 #define AGG_MAX_TREES		64
@@ -93,7 +95,15 @@ struct agg_node_info {
 	__u16 rsvd;
 };
 
-/* "slots" map entry header; AGG segment s64 accumulators follow. */
+/*
+ * "slots" map entry: one chunk of a slot.  Slot i of the pool is entries
+ * i * nchunks .. i * nchunks + nchunks - 1, chunk c holding values
+ * [c * AGG_CHUNK, c * AGG_CHUNK + AGG_CHUNK) of the segment as s64
+ * accumulators (the last chunk may be shorter; the value size is that of
+ * min(segment, AGG_CHUNK) values).  Every packet passes the chunks in
+ * order, so the last chunk's header is the slot's state: complete there
+ * means complete everywhere.
+ */
 struct agg_slot {
 	__u32 ver;		/* iteration + 1; 0: never used */
 	__u32 seg;

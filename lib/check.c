@@ -164,18 +164,19 @@ int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 		agg_check_live_close(c);
 		return err;
 	}
-	c->nslots = info.max_entries;
+	c->nslots = info.max_entries;	/* checked below: nslots x nchunks */
 	c->vsize = info.value_size;
-	if (c->nslots != n->l.nslots || c->vsize < sizeof(struct agg_slot)) {
-		snprintf(why, whylen, "%s/slots: %u entries of %zu bytes, the plan makes %u",
-			 n->dir, c->nslots, c->vsize, n->l.nslots);
+	if (c->nslots != n->l.nslots * n->l.nchunks || c->vsize != agg_slot_size(&n->l)) {
+		snprintf(why, whylen, "%s/slots: %u entries of %zu bytes, the plan makes %u of %zu",
+			 n->dir, c->nslots, c->vsize, n->l.nslots * n->l.nchunks,
+			 agg_slot_size(&n->l));
 		agg_check_live_close(c);
 		return -EIO;
 	}
 	c->ti = calloc(n->plan.ntrees, sizeof(*c->ti));
+	c->nslots = n->l.nslots;
 	c->slot = calloc(c->nslots, sizeof(*c->slot));
-	c->buf = malloc(c->vsize);
-	if (!c->ti || !c->slot || !c->buf) {
+	if (!c->ti || !c->slot) {
 		snprintf(why, whylen, "out of memory");
 		agg_check_live_close(c);
 		return -ENOMEM;
@@ -196,9 +197,10 @@ int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 int agg_check_live_read(struct agg_check_live *c)
 {
 	for (uint32_t i = 0; i < c->nslots; i++) {
-		if (bpf_map_lookup_elem(c->fd_slots, &i, c->buf))
-			return -errno;
-		memcpy(&c->slot[i], c->buf, sizeof(c->slot[i]));
+		int err = agg_slot_read(c->fd_slots, &c->n->l, i, &c->slot[i]);
+
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -213,7 +215,6 @@ void agg_check_live_close(struct agg_check_live *c)
 		close(c->fd_progress);
 	free(c->ti);
 	free(c->slot);
-	free(c->buf);
 	memset(c, 0, sizeof(*c));
 	c->fd_slots = c->fd_trees = c->fd_progress = -1;
 }

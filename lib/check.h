@@ -59,7 +59,6 @@ struct agg_check_live {
 	struct agg_tree_info *ti;	/* per tree, from the "trees" map */
 	struct agg_slot *slot;		/* headers of the pool, agg_check_live_read */
 	uint32_t nslots;
-	uint8_t *buf;			/* one slot value */
 	size_t vsize;
 };
 

@@ -72,6 +72,8 @@ int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 			 (unsigned long long)p->size);
 		return -EINVAL;
 	}
+	l->nchunks = (p->segment + AGG_CHUNK - 1) / AGG_CHUNK;
+	l->chunk = (p->segment + l->nchunks - 1) / l->nchunks;
 	l->ndata = (uint32_t)ndata;
 	l->nsegs = l->ndata + l->nexp;
 	l->window = p->slots * (uint32_t)p->ntrees;
@@ -90,6 +92,27 @@ int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 	l->workers = w;
 	l->shift = agg_quant_shift(w);
 	return 0;
+}
+
+size_t agg_slot_size(const struct agg_layout *l)
+{
+	return sizeof(struct agg_slot) + 8 * (size_t)l->chunk;
+}
+
+int agg_slot_read(int fd, const struct agg_layout *l, uint32_t i, struct agg_slot *hdr)
+{
+	uint32_t key = i * l->nchunks + l->nchunks - 1;
+	struct agg_slot *v = malloc(agg_slot_size(l));
+	int err = 0;
+
+	if (!v)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(fd, &key, v))
+		err = -errno;
+	else
+		memcpy(hdr, v, sizeof(*hdr));
+	free(v);
+	return err;
 }
 
 int agg_pin_path(char *buf, size_t len, const char *pin_dir, uint32_t job,

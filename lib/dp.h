@@ -25,6 +25,8 @@ struct agg_layout {
 	uint32_t window;	/* segments a sender keeps in flight: slots x trees */
 	uint32_t nslots;	/* the slot pool of every node: 2 x window, so a
 				 * finished segment stays until every worker has it */
+	uint32_t nchunks;	/* "slots" map entries per slot (agg.h) */
+	uint32_t chunk;		/* values per chunk: ceil(segment / nchunks) */
 	uint32_t workers;	/* W: nodes that contribute */
 	int shift;		/* S of the quantization */
 };
@@ -32,6 +34,13 @@ struct agg_layout {
 /* Fill l from p; -EINVAL with why set when the data plane cannot run it. */
 int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 		  char *why, size_t whylen);
+
+/* Bytes of one "slots" map entry (one chunk of a slot). */
+size_t agg_slot_size(const struct agg_layout *l);
+
+/* Slot i's state, the header of its last chunk, from the "slots" map fd;
+ * -errno. */
+int agg_slot_read(int fd, const struct agg_layout *l, uint32_t i, struct agg_slot *hdr);
 
 /* The maps and links a node pins, in unload order. */
 extern const char *const agg_pin_names[];

@@ -390,7 +390,7 @@ static void describe(FILE *f, const struct agg_plan *p, int self,
 	fprintf(f, "pin %s\n", dir);
 	fprintf(f, "segments %u data %u exponent %u x %u values, pool %u slots (%zu bytes)\n",
 		l->nsegs, l->ndata, l->nexp, l->segment, l->nslots,
-		(size_t)l->nslots * (sizeof(struct agg_slot) + 8 * l->segment));
+		(size_t)l->nslots * l->nchunks * agg_slot_size(l));
 	for (int t = 0; t < p->ntrees; t++) {
 		fprintf(f, "tree %d parent %s children", t,
 			ti[t].parent >= 0 ? p->node[ti[t].parent].name : "-");
@@ -526,12 +526,14 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	skel->rodata->cfg_nsegs = l.nsegs;
 	skel->rodata->cfg_nexp = l.nexp;
 	skel->rodata->cfg_nslots = l.nslots;
+	skel->rodata->cfg_nchunks = l.nchunks;
+	skel->rodata->cfg_chunk = l.chunk;
 	skel->rodata->cfg_period = p->period;
 	plen = (strlen(text) + 1 + 7) & ~(size_t)7;
-	err = bpf_map__set_max_entries(skel->maps.locks, l.nslots) ?:
-	      bpf_map__set_max_entries(skel->maps.slots, l.nslots) ?:
-	      bpf_map__set_value_size(skel->maps.slots, sizeof(struct agg_slot) + 8 * l.segment) ?:
-	      bpf_map__set_value_size(skel->maps.scratch, 4 * l.segment) ?:
+	err = bpf_map__set_max_entries(skel->maps.locks, l.nslots * l.nchunks) ?:
+	      bpf_map__set_max_entries(skel->maps.slots, l.nslots * l.nchunks) ?:
+	      bpf_map__set_value_size(skel->maps.slots, agg_slot_size(&l)) ?:
+	      bpf_map__set_value_size(skel->maps.scratch, 4 * l.chunk) ?:
 	      bpf_map__set_value_size(skel->maps.results, 4 * l.segment) ?:
 	      bpf_map__set_max_entries(skel->maps.results, worker ? l.nsegs : 1) ?:
 	      bpf_map__set_max_entries(skel->maps.meta, worker ? l.nsegs : 1) ?:

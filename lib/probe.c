@@ -37,9 +37,8 @@ static int probe_local(const struct walk *w, struct agg_probe *a)
 	const struct agg_node *n = w->n;
 	uint32_t si = (uint32_t)(((uint64_t)w->iter * n->l.nsegs + w->seg) % n->l.nslots);
 	uint32_t ver = w->iter + 1, t = w->tree;
-	size_t vsize = sizeof(struct agg_slot) + 8 * (size_t)n->l.segment;
 	struct agg_tree_info ti;
-	struct agg_slot *s = malloc(vsize);
+	struct agg_slot slot, *s = &slot;
 	char path[600];
 	int fs, ft, err = 0;
 
@@ -47,11 +46,13 @@ static int probe_local(const struct walk *w, struct agg_probe *a)
 	fs = bpf_obj_get(path);
 	snprintf(path, sizeof(path), "%s/trees", n->dir);
 	ft = bpf_obj_get(path);
-	if (!s || fs < 0 || ft < 0 || bpf_map_lookup_elem(ft, &t, &ti) ||
-	    bpf_map_lookup_elem(fs, &si, s)) {
-		err = -errno ?: -ENOMEM;
+	if (fs < 0 || ft < 0 || bpf_map_lookup_elem(ft, &t, &ti)) {
+		err = -errno;
 		goto out;
 	}
+	err = agg_slot_read(fs, &n->l, si, s);
+	if (err)
+		goto out;
 	memset(a, 0, sizeof(*a));
 	a->node = n->self;
 	a->expect = ti.expect;
@@ -68,7 +69,6 @@ static int probe_local(const struct walk *w, struct agg_probe *a)
 	if (a->state == AGG_PROBE_COLLECTING || a->state == AGG_PROBE_DONE)
 		a->bitmap = s->bitmap;
 out:
-	free(s);
 	if (fs >= 0)
 		close(fs);
 	if (ft >= 0)

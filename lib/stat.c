@@ -370,18 +370,14 @@ int agg_stat_trees_read(const struct agg_stat_node *n, struct agg_tree_info *ti)
 int agg_stat_slot_read(const struct agg_stat_node *n, const struct agg_tree_info *ti,
 		       uint32_t i, struct agg_stat_slot *s)
 {
-	size_t len = sizeof(struct agg_slot) + 8 * (size_t)n->l.segment;
-	struct agg_slot *v = calloc(1, len);
-	int err = 0;
+	struct agg_slot slot, *v = &slot;
+	int err;
 
-	if (!v)
-		return -ENOMEM;
 	memset(s, 0, sizeof(*s));
 	s->index = i;
-	if (bpf_map_lookup_elem(n->fd_slots, &i, v)) {
-		err = -errno;
+	err = agg_slot_read(n->fd_slots, &n->l, i, v);
+	if (err)
 		goto out;
-	}
 	s->ver = v->ver;
 	s->seg = v->seg;
 	s->done = v->done;
@@ -392,7 +388,6 @@ int agg_stat_slot_read(const struct agg_stat_node *n, const struct agg_tree_info
 		s->expect = ti[s->tree].expect;
 	}
 out:
-	free(v);
 	return err;
 }
 

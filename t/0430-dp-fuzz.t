@@ -17,8 +17,9 @@ say "seed $SEED, $COUNT packets through a and ps0, $LEAF_COUNT through c1"
 # One aggregator (a, a worker too) under the root, a leaf beside it.
 fz_hosts >hosts.txt
 
+# t/0431 runs this file again with FZ_SEGMENT (and VCLUSTER_MTU) set.
 test_expect_success 'plan (100k float32, a aggregates two leaves), loaded on 5 hosts' '
-	agg-plan --size 400000 hosts.txt >plan.txt &&
+	agg-plan --size 400000 ${FZ_SEGMENT:+--segment $FZ_SEGMENT} hosts.txt >plan.txt &&
 	test "$(grep -c "^edge 0 c[0-9] a\$" plan.txt)" = 2 &&
 	grep -q "^edge 0 a ps0\$" plan.txt &&
 	dp_setup hosts.txt plan.txt &&

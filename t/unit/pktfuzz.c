@@ -834,7 +834,7 @@ static int do_state(struct agg_node *n)
 	int fs = pin_open(n, "slots", &si), ft = pin_open(n, "trees", &ti);
 	struct agg_tree_info *trees;
 	uint64_t used = 0, bad = 0;
-	struct agg_slot *s;
+	struct agg_slot *s, first = { 0 };
 
 	if (fs < 0 || ft < 0)
 		return AGG_EXIT_SYSTEM;
@@ -846,7 +846,8 @@ static int do_state(struct agg_node *n)
 		if (bpf_map_lookup_elem(ft, &t, &trees[t]))
 			return AGG_EXIT_SYSTEM;
 	/* Every slot holds (iter, seg) at its own index, of a segment in
-	 * range, contributors it expects only, complete only when all are in. */
+	 * range, contributors it expects only, complete only when all are in;
+	 * its chunks (agg.h "slots") agree, as packets pass them all in turn. */
 	for (uint32_t i = 0; i < si.max_entries; i++) {
 		const char *why = NULL;
 		uint64_t expect;
@@ -854,6 +855,13 @@ static int do_state(struct agg_node *n)
 		if (bpf_map_lookup_elem(fs, &i, s)) {
 			agg_err("%s/slots: %s", n->dir, strerror(errno));
 			return AGG_EXIT_SYSTEM;
+		}
+		if (i % l->nchunks == 0) {
+			first = *s;
+		} else if (s->ver != first.ver || s->seg != first.seg || s->op != first.op ||
+			   s->bitmap != first.bitmap || s->done != first.done) {
+			why = "its chunks disagree";
+			goto check;
 		}
 		if (!s->ver) {
 			if (s->bitmap || s->done)
@@ -866,7 +874,7 @@ static int do_state(struct agg_node *n)
 			goto check;
 		}
 		expect = trees[agg_plan_seg_tree(&n->plan, s->seg)].expect;
-		if (((uint64_t)(s->ver - 1) * l->nsegs + s->seg) % l->nslots != i)
+		if (((uint64_t)(s->ver - 1) * l->nsegs + s->seg) % l->nslots != i / l->nchunks)
 			why = "not at its index";
 		else if (s->op >= AGG_OP_COUNT || (s->seg < l->nexp && s->op != AGG_OP_MAX))
 			why = "bad op";
