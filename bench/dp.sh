@@ -18,6 +18,10 @@ if [ "$(id -u)" != 0 ]; then echo "dp: needs root (namespaces, XDP): skipped"; e
 export AGG_PIN_DIR=/sys/fs/bpf/aggbench-$$
 trap 'vcluster_down; rm -rf "$tmp" "$AGG_PIN_DIR"' EXIT
 T=${BENCH_SECONDS:-3}
+# The allreduce's links and plan: the largest packets veth takes.
+AR_MTU=${BENCH_MTU:-65535}
+AR_SEG=${BENCH_SEGMENT:-16368}
+AR_SLOTS=${BENCH_SLOTS:-16}
 ITERS=${BENCH_ITERS:-3}
 
 cpu_busy() {	# jiffies the machine spent not idle
@@ -31,14 +35,14 @@ ps0 10.90.0.100 bw=40 role=ps
 w0  10.90.0.1   bw=10
 w1  10.90.0.2   bw=10
 EOF_HOSTS
-VCLUSTER_MTU=9000 vcluster_up "$tmp/rate.txt" aggbr$$- || exit 1
+VCLUSTER_MTU=65535 vcluster_up "$tmp/rate.txt" aggbr$$- || exit 1
 # Resolve ARP first: the counting XDP_DROP program would drop the replies.
 vcluster_run w0 ping -c 1 -W 2 -q 10.90.0.100 >/dev/null
 stat_of() { agg-stat --node ps0 | awk -v k="$1" '$1 == k { print $2 }'; }
 echo "aggregation rate: one sender (w0) to ps0 for $T s; w1 never sends, so"
 echo "every packet is aggregated into a slot and none completes"
 printf '%-8s %-22s %12s %8s\n' segment receiver packets/s vs_drop
-for seg in 128 2048; do
+for seg in 128 2048 16368; do
 	agg-plan -s ps --segment $seg --size 64M "$tmp/rate.txt" >"$tmp/plan.$seg"
 	# XDP_DROP baseline
 	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv obj "$B/drop.bpf.o" sec xdp.frags || exit 1
@@ -73,8 +77,8 @@ echo
 gloo=
 PY=/usr/bin/python3	# Debian's, where python3-torch installs
 if $PY -c 'import torch.distributed' 2>/dev/null; then gloo=yes; fi
-echo "allreduce: median of $ITERS iterations after one warm-up; MTU 9000,"
-echo "segment 2048; agg's time is the wall time of starting agg-recv and"
+echo "allreduce: median of $ITERS iterations after one warm-up; MTU $AR_MTU,"
+echo "segment $AR_SEG, slots $AR_SLOTS; agg's time is the wall time of starting agg-recv and"
 echo "agg-send on every worker until all results are written (/dev/shm);"
 echo "send_s: the slowest agg-send's own time from its input in memory to"
 echo "every result on its node (no process start, no file I/O), as Gloo's is"
@@ -84,10 +88,10 @@ for n in 4 8; do
 		echo "ps0 10.90.0.100 bw=40 role=ps"
 		i=1; while [ $i -le $n ]; do echo "w$i 10.90.0.$i bw=10"; i=$((i + 1)); done
 	} >"$tmp/ar$n.txt"
-	VCLUSTER_MTU=9000 vcluster_up "$tmp/ar$n.txt" aggba$$- || exit 1
+	VCLUSTER_MTU=$AR_MTU vcluster_up "$tmp/ar$n.txt" aggba$$- || exit 1
 	for size in 10000000 100000000; do
 		label=$((size / 1000000))MB
-		agg-plan --segment 2048 --size $size "$tmp/ar$n.txt" >"$tmp/p"
+		agg-plan --segment $AR_SEG --slots $AR_SLOTS --size $size "$tmp/ar$n.txt" >"$tmp/p"
 		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load "$tmp/p" || exit 1; done
 		ws=$(awk '$1 == "node" && !/ role=ps/ { print $2 }' "$tmp/p")
 		shm=$(mktemp -d /dev/shm/aggbench.XXXXXX)

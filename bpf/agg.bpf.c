@@ -48,6 +48,7 @@ const volatile __u32 cfg_nexp;		/* exponent segments (the first ones) */
 const volatile __u32 cfg_nslots = 1;	/* the slot pool */
 const volatile __u32 cfg_nchunks = 1;	/* chunks per slot (agg.h "slots") */
 const volatile __u32 cfg_chunk = 128;	/* values per chunk: ceil(segment / nchunks) */
+const volatile __u32 cfg_chunk_cap = 128; /* accumulators per chunk: cfg_chunk up to x4 */
 const volatile __u32 cfg_period = 1;	/* entries of "segmap" */
 
 struct {
@@ -255,26 +256,36 @@ static __always_inline __u32 slot_of(__u32 iter, __u32 seg)
 	return ((__u64)iter * cfg_nsegs + seg) % cfg_nslots;
 }
 
-/* The slot's final values into buf; nonzero if a sum saturated.  All
- * cfg_chunk values (a constant trip count: the verifier walks one path);
- * only the first n are real, and only they count for saturation. */
+/*
+ * The loops run over a chunk's whole capacity, cfg_chunk_cap values (a
+ * multiple of 4, a constant: the verifier walks one path, and the steps
+ * can take four values): values past the packet's n in the scratch
+ * buffer are left from earlier packets and land in accumulators nothing
+ * reads.
+ */
+#define MAX_STEP(k) do { if (buf[k] > s->acc[k]) s->acc[k] = buf[k]; } while (0)
+#define MIN_STEP(k) do { if (buf[k] < s->acc[k]) s->acc[k] = buf[k]; } while (0)
+/* Branch-free, or the verifier follows every path: whether value k of n
+ * is a sum past the limit, and the value to send. */
+#define SAT(k, n) (((__u64)(AGG_SUM_LIMIT - s->acc[k]) >> 63) & ((__u64)((__s64)(k) - (n)) >> 63))
+#define FINAL(k) (s->acc[k] > AGG_SUM_LIMIT ? AGG_POISON_HI : (__s32)s->acc[k])
+
+/* The slot's final values into buf; nonzero if one of the first n (the
+ * real ones) is a saturated sum. */
 static __always_inline __u32 finish(struct agg_slot *s, __s32 *buf, __u32 n)
 {
-	__u32 len = cfg_chunk;
+	__u32 cap = cfg_chunk_cap;
 	__u64 sat = 0;
 
 #pragma clang loop unroll(disable)
-	for (__u32 i = 0; i < AGG_CHUNK; i++) {
-		__s64 v;
-
-		if (i >= len)
+	for (__u32 i = 0; i < AGG_CHUNK; i += 4) {
+		if (i >= cap)
 			break;
-		v = s->acc[i];
-		/* Branch-free, or the verifier follows every path. */
-		sat |= ((__u64)(AGG_SUM_LIMIT - v) >> 63) & ((__u64)((__s64)i - n) >> 63);
-		if (v > AGG_SUM_LIMIT)
-			v = AGG_POISON_HI;
-		buf[i] = (__s32)v;
+		sat |= SAT(i, n) | SAT(i + 1, n) | SAT(i + 2, n) | SAT(i + 3, n);
+		buf[i] = FINAL(i);
+		buf[i + 1] = FINAL(i + 1);
+		buf[i + 2] = FINAL(i + 2);
+		buf[i + 3] = FINAL(i + 3);
 	}
 	return sat != 0;
 }
@@ -314,13 +325,14 @@ int chunk_add(struct xdp_md *ctx, __u32 how, __u32 ver, __u32 seg, __u64 expect)
 {
 	__u32 c = how & 0xff, op = (how >> 8) & 0xff, bit = (how >> 16) & 63;
 	__u32 request = how >> 24, zero = 0, n = chunk_len(c), len = cfg_chunk;
+	__u32 cap = cfg_chunk_cap;
 	__u32 key = slot_of(ver - 1, seg) * cfg_nchunks + c;
 	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
 	struct agg_slot *s = bpf_map_lookup_elem(&slots, &key);
 	__s32 *buf = bpf_map_lookup_elem(&scratch, &zero);
 	int v = AGG_NEW;
 
-	if (!lk || !s || !buf || !n || n > len)
+	if (!lk || !s || !buf || !n || n > len || len > cap)
 		return AGG_S_ERROR;
 	if (!request && bpf_xdp_load_bytes(ctx, VAL_OFF + c * len * 4, buf, n * 4))
 		return AGG_S_DROP_MALFORMED;
@@ -337,27 +349,39 @@ int chunk_add(struct xdp_md *ctx, __u32 how, __u32 ver, __u32 seg, __u64 expect)
 		} else if (s->bitmap & (1ULL << bit)) {
 			v = AGG_S_DROP_DUP;
 		} else if (op == AGG_OP_SUM) {
+			/* Four values a step, read as two 64-bit words. */
 #pragma clang loop unroll(disable)
-			for (__u32 i = 0; i < AGG_CHUNK; i++) {
-				if (i >= len)
+			for (__u32 i = 0; i < AGG_CHUNK; i += 4) {
+				__u64 w0, w1;
+
+				if (i >= cap)
 					break;
-				s->acc[i] += buf[i];
+				w0 = *(__u64 *)&buf[i];
+				w1 = *(__u64 *)&buf[i + 2];
+				s->acc[i] += (__s64)(w0 << 32) >> 32;
+				s->acc[i + 1] += (__s64)w0 >> 32;
+				s->acc[i + 2] += (__s64)(w1 << 32) >> 32;
+				s->acc[i + 3] += (__s64)w1 >> 32;
 			}
 		} else if (op == AGG_OP_MAX) {
 #pragma clang loop unroll(disable)
-			for (__u32 i = 0; i < AGG_CHUNK; i++) {
-				if (i >= len)
+			for (__u32 i = 0; i < AGG_CHUNK; i += 4) {
+				if (i >= cap)
 					break;
-				if (buf[i] > s->acc[i])
-					s->acc[i] = buf[i];
+				MAX_STEP(i);
+				MAX_STEP(i + 1);
+				MAX_STEP(i + 2);
+				MAX_STEP(i + 3);
 			}
 		} else {
 #pragma clang loop unroll(disable)
-			for (__u32 i = 0; i < AGG_CHUNK; i++) {
-				if (i >= len)
+			for (__u32 i = 0; i < AGG_CHUNK; i += 4) {
+				if (i >= cap)
 					break;
-				if (buf[i] < s->acc[i])
-					s->acc[i] = buf[i];
+				MIN_STEP(i);
+				MIN_STEP(i + 1);
+				MIN_STEP(i + 2);
+				MIN_STEP(i + 3);
 			}
 		}
 	} else if (newer(ver, seg, s)) {
@@ -375,10 +399,13 @@ int chunk_add(struct xdp_md *ctx, __u32 how, __u32 ver, __u32 seg, __u64 expect)
 			s->done = 0;
 			s->op = op;
 #pragma clang loop unroll(disable)
-			for (__u32 i = 0; i < AGG_CHUNK; i++) {
-				if (i >= len)
+			for (__u32 i = 0; i < AGG_CHUNK; i += 4) {
+				if (i >= cap)
 					break;
 				s->acc[i] = buf[i];
+				s->acc[i + 1] = buf[i + 1];
+				s->acc[i + 2] = buf[i + 2];
+				s->acc[i + 3] = buf[i + 3];
 			}
 		}
 	} else {
@@ -408,7 +435,7 @@ int chunk_finish(struct xdp_md *ctx, __u32 c, __u32 ver, __u32 seg)
 	__s32 *buf = bpf_map_lookup_elem(&scratch, &zero);
 	int ok, sat = 0;
 
-	if (!lk || !s || !buf || !n || n > len)
+	if (!lk || !s || !buf || !n || n > len || len > cfg_chunk_cap)
 		return -1;
 	bpf_spin_lock(&lk->lock);
 	ok = s->ver == ver && s->seg == seg && s->done;

@@ -74,6 +74,7 @@ int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 	}
 	l->nchunks = (p->segment + AGG_CHUNK - 1) / AGG_CHUNK;
 	l->chunk = (p->segment + l->nchunks - 1) / l->nchunks;
+	l->chunk_cap = (l->chunk + 3) & ~3u;
 	l->ndata = (uint32_t)ndata;
 	l->nsegs = l->ndata + l->nexp;
 	l->window = p->slots * (uint32_t)p->ntrees;
@@ -96,7 +97,7 @@ int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 
 size_t agg_slot_size(const struct agg_layout *l)
 {
-	return sizeof(struct agg_slot) + 8 * (size_t)l->chunk;
+	return sizeof(struct agg_slot) + 8 * (size_t)l->chunk_cap;
 }
 
 int agg_slot_read(int fd, const struct agg_layout *l, uint32_t i, struct agg_slot *hdr)

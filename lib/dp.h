@@ -27,6 +27,7 @@ struct agg_layout {
 				 * finished segment stays until every worker has it */
 	uint32_t nchunks;	/* "slots" map entries per slot (agg.h) */
 	uint32_t chunk;		/* values per chunk: ceil(segment / nchunks) */
+	uint32_t chunk_cap;	/* accumulators per chunk: chunk rounded up to x4 */
 	uint32_t workers;	/* W: nodes that contribute */
 	int shift;		/* S of the quantization */
 };

@@ -528,12 +528,13 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	skel->rodata->cfg_nslots = l.nslots;
 	skel->rodata->cfg_nchunks = l.nchunks;
 	skel->rodata->cfg_chunk = l.chunk;
+	skel->rodata->cfg_chunk_cap = l.chunk_cap;
 	skel->rodata->cfg_period = p->period;
 	plen = (strlen(text) + 1 + 7) & ~(size_t)7;
 	err = bpf_map__set_max_entries(skel->maps.locks, l.nslots * l.nchunks) ?:
 	      bpf_map__set_max_entries(skel->maps.slots, l.nslots * l.nchunks) ?:
 	      bpf_map__set_value_size(skel->maps.slots, agg_slot_size(&l)) ?:
-	      bpf_map__set_value_size(skel->maps.scratch, 4 * l.chunk) ?:
+	      bpf_map__set_value_size(skel->maps.scratch, 4 * l.chunk_cap) ?:
 	      bpf_map__set_value_size(skel->maps.results, 4 * l.segment) ?:
 	      bpf_map__set_max_entries(skel->maps.results, worker ? l.nsegs : 1) ?:
 	      bpf_map__set_max_entries(skel->maps.meta, worker ? l.nsegs : 1) ?:

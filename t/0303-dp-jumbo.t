@@ -9,7 +9,8 @@ test_description='the data plane with jumbo segments: slots in chunks'
 test_require ROOT,NETNS,BPF "XDP on namespaces needs root and bpffs"
 
 # A slot is cut into chunks of at most 1024 values (agg-wire(7), "Slots"):
-# 16368 values, the largest IPv4 packet, make 16 chunks of 1023; 2050
+# 16368 values, the largest IPv4 packet, make 16 chunks of 1023 (1024
+# accumulators: a multiple of 4); 2050
 # make 3 of 684, the last one short (682).  The ALEPH testbed of t/0300,
 # so aggregators send multi-chunk aggregates up as well.
 cat >hosts.txt <<'EOF_HOSTS'
@@ -35,8 +36,8 @@ test_expect_success 'segment 16368 at MTU 65535: 16 chunks of 1023 values per sl
 	grep -q "^edge 0 c[0-9] [ab]" plan.txt &&
 	dp_setup hosts.txt plan.txt &&
 	test "$(slots_map ps0 max_entries)" = $((2 * 16 * 16)) &&
-	test "$(slots_map ps0 bytes_value)" = $((24 + 8 * 1023)) &&
-	test "$(slots_map a bytes_value)" = $((24 + 8 * 1023))
+	test "$(slots_map ps0 bytes_value)" = $((24 + 8 * 1024)) &&
+	test "$(slots_map a bytes_value)" = $((24 + 8 * 1024))
 '
 
 test_expect_success 'three iterations: the same bits everywhere, within 1e-6 of the float64 sum' '

@@ -98,14 +98,14 @@ test_expect_success 'a root that is not a parameter server, exit 1' '
 	test_cmp want out
 '
 
-test_expect_success 'what the data plane cannot run: segment 4096, port 65535, exit 1' '
-	broken seg4096 "1s/ segment=128 / segment=4096 /" &&
-	test_expect_code 1 agg-check plan seg4096.txt >out &&
-	echo "seg4096.txt: segment=4096: the data plane takes an even number from 2 to 2048" >want &&
+test_expect_success 'what the data plane cannot run: segment 16370, port 65535, exit 1' '
+	broken seg16370 "1s/ segment=128 / segment=16370 /" &&
+	test_expect_code 1 agg-check plan seg16370.txt >out &&
+	echo "seg16370.txt: segment=16370: the data plane takes an even number from 2 to 16368" >want &&
 	test_cmp want out &&
 	broken odd "1s/ segment=128 / segment=127 /" &&
 	test_expect_code 1 agg-check plan odd.txt >out &&
-	grep -x "odd.txt: segment=127: the data plane takes an even number from 2 to 2048" out &&
+	grep -x "odd.txt: segment=127: the data plane takes an even number from 2 to 16368" out &&
 	broken port "1s/ port=9999 / port=65535 /" &&
 	test_expect_code 1 agg-check plan port.txt >out &&
 	echo "port.txt: port=65535: the fetch signal goes to port + 1 (take 1 to 65534)" >want &&
@@ -128,12 +128,12 @@ test_expect_success 'at most 63 children per node and tree: 63 pass, 64 do not' 
 '
 
 test_expect_success 'several problems: one line each, and -j lists them' '
-	broken many "s/^edge 0 c5 b1\$/edge 0 c5 a/; /^edge 0 c1 /d; 1s/ segment=128 / segment=4096 /" &&
+	broken many "s/^edge 0 c5 b1\$/edge 0 c5 a/; /^edge 0 c1 /d; 1s/ segment=128 / segment=16370 /" &&
 	test_expect_code 1 agg-check plan many.txt >out &&
 	cat >want <<-EOF &&
 	many.txt: tree 0: worker c1 has no parent
 	many.txt: tree 0: a aggregates 3 workers, capacity 2 (bw=30, b=10)
-	many.txt: segment=4096: the data plane takes an even number from 2 to 2048
+	many.txt: segment=16370: the data plane takes an even number from 2 to 16368
 	EOF
 	test_cmp want out &&
 	test_expect_code 1 agg-check plan -j many.txt >out.json &&

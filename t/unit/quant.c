@@ -143,7 +143,17 @@ int main(void)
 		p.segment = 127;
 		ok(agg_layout_of(&p, &l, why, sizeof(why)) == -EINVAL && strstr(why, "even"),
 		   "an odd segment is refused: %s", why);
-		p.segment = 8192;
+		p.segment = AGG_MAX_SEGMENT;
+		ok(agg_layout_of(&p, &l, why, sizeof(why)) == 0 && l.nchunks == 16 &&
+		   l.chunk == 1023, "segment %d: slots of 16 chunks of 1023 values",
+		   AGG_MAX_SEGMENT);
+		p.segment = 2050;
+		ok(agg_layout_of(&p, &l, why, sizeof(why)) == 0 && l.nchunks == 3 && l.chunk == 684,
+		   "segment 2050: 3 chunks of 684 values (the last 682)");
+		p.segment = 1024;
+		ok(agg_layout_of(&p, &l, why, sizeof(why)) == 0 && l.nchunks == 1 && l.chunk == 1024,
+		   "segment 1024: one chunk");
+		p.segment = AGG_MAX_SEGMENT + 2;
 		ok(agg_layout_of(&p, &l, why, sizeof(why)) == -EINVAL,
 		   "a segment above %d is refused", AGG_MAX_SEGMENT);
 		p.node = NULL;
