@@ -21,7 +21,7 @@ T=${BENCH_SECONDS:-3}
 # The allreduce's links and plan: the largest packets veth takes.
 AR_MTU=${BENCH_MTU:-65535}
 AR_SEG=${BENCH_SEGMENT:-16368}
-AR_SLOTS=${BENCH_SLOTS:-16}
+AR_SLOTS=${BENCH_SLOTS:-}	# default: agg-plan's
 ITERS=${BENCH_ITERS:-3}
 
 cpu_busy() {	# jiffies the machine spent not idle
@@ -78,7 +78,7 @@ gloo=
 PY=/usr/bin/python3	# Debian's, where python3-torch installs
 if $PY -c 'import torch.distributed' 2>/dev/null; then gloo=yes; fi
 echo "allreduce: median of $ITERS iterations after one warm-up; MTU $AR_MTU,"
-echo "segment $AR_SEG, slots $AR_SLOTS; agg's time is the wall time of starting agg-recv and"
+echo "segment $AR_SEG, slots ${AR_SLOTS:-$(agg-plan --segment $AR_SEG "$tmp/rate.txt" | sed -n "1s/.* slots=\([0-9]*\) .*/\1/p")}; agg's time is the wall time of starting agg-recv and"
 echo "agg-send on every worker until all results are written (/dev/shm);"
 echo "send_s: the slowest agg-send's own time from its input in memory to"
 echo "every result on its node (no process start, no file I/O), as Gloo's is"
@@ -91,7 +91,7 @@ for n in 4 8; do
 	VCLUSTER_MTU=$AR_MTU vcluster_up "$tmp/ar$n.txt" aggba$$- || exit 1
 	for size in 10000000 100000000; do
 		label=$((size / 1000000))MB
-		agg-plan --segment $AR_SEG --slots $AR_SLOTS --size $size "$tmp/ar$n.txt" >"$tmp/p"
+		agg-plan --segment $AR_SEG ${AR_SLOTS:+--slots $AR_SLOTS} --size $size "$tmp/ar$n.txt" >"$tmp/p"
 		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load "$tmp/p" || exit 1; done
 		ws=$(awk '$1 == "node" && !/ role=ps/ { print $2 }' "$tmp/p")
 		shm=$(mktemp -d /dev/shm/aggbench.XXXXXX)

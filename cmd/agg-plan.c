@@ -22,6 +22,7 @@ static struct {
 	struct agg_plan plan;
 	int trees;
 	bool has_token;
+	bool has_slots;
 	bool eval;
 	bool dot;
 } env;
@@ -54,7 +55,8 @@ static const struct argp_option options[] = {
 	{ "port", OPT_PORT, "PORT", 0, "UDP port of the job (default 9999)", 0 },
 	{ "segment", OPT_SEGMENT, "N", 0, "float32 values per segment (default 128)", 0 },
 	{ "slots", OPT_SLOTS, "N", 0,
-	  "Aggregation slots per tree on each node: the flow-control window (default 256)", 0 },
+	  "Aggregation slots per tree on each node: the flow-control window "
+	  "(default 2^18 / segment, 16 to 256: 256 for the default segment)", 0 },
 	{ "token", OPT_TOKEN, "HEX", 0,
 	  "Per-job token (default: derived from job, seed and hosts)", 0 },
 	{ "bw-demand", OPT_BW_DEMAND, "GBPS",
@@ -115,6 +117,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_SLOTS:
 		p->slots = num_arg(state, "slots", arg, 1, 1 << 20);
+		env.has_slots = true;
 		break;
 	case OPT_TOKEN: {
 		char *end;
@@ -336,6 +339,8 @@ int main(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return AGG_EXIT_USAGE;
 	agg_opts_done(argv[0]);
+	if (!env.has_slots)
+		env.plan.slots = agg_plan_default_slots(env.plan.segment);
 
 	if (env.hosts && strcmp(env.hosts, "-")) {
 		fname = env.hosts;

@@ -47,6 +47,13 @@ void agg_plan_init(struct agg_plan *p)
 	p->cpu_demand = AGG_PLAN_DEF_CPU_DEMAND;
 }
 
+unsigned agg_plan_default_slots(unsigned segment)
+{
+	unsigned s = segment ? (1u << 18) / segment : AGG_PLAN_DEF_SLOTS;
+
+	return s < 16 ? 16 : s > AGG_PLAN_DEF_SLOTS ? AGG_PLAN_DEF_SLOTS : s;
+}
+
 void agg_plan_free(struct agg_plan *p)
 {
 	for (int t = 0; t < p->ntrees; t++) {
@@ -439,6 +446,7 @@ static int read_header(struct plan_reader *r)
 	struct agg_plan *p = r->p;
 	uint64_t x;
 	int err = 0;
+	bool slots = false;
 
 	if (strcmp(ln->tok[0].s, "plan"))
 		return bad(r, ln->tok[0].col,
@@ -480,6 +488,7 @@ static int read_header(struct plan_reader *r)
 		} else if (KEY("slots")) {
 			err = header_u64(r, t, v, 1 << 20, 1, &x);
 			p->slots = x;
+			slots = true;
 		} else if (KEY("token")) {
 			char *end;
 
@@ -499,6 +508,8 @@ static int read_header(struct plan_reader *r)
 		}
 #undef KEY
 	}
+	if (!slots)
+		p->slots = agg_plan_default_slots(p->segment);
 	return err;
 }
 

@@ -62,6 +62,12 @@ struct agg_plan {
 #define AGG_PLAN_DEF_SIZE	100000000ULL
 #define AGG_PLAN_DEF_CPU_DEMAND	0.1
 
+/* Slots per tree when the plan does not say: a window of 2^18 values
+ * (1 MiB of int32) per tree, 16 to AGG_PLAN_DEF_SLOTS (256 up to segment
+ * 1024; 16 for the largest segments, whose slot pool would not fit the
+ * CPU's caches otherwise). */
+unsigned agg_plan_default_slots(unsigned segment);
+
 void agg_plan_init(struct agg_plan *p);
 void agg_plan_free(struct agg_plan *p);
 

@@ -261,6 +261,15 @@ test_expect_success 'options reach the plan header' '
 	test_cmp want got
 '
 
+test_expect_success 'the default slots keep a window of 2^18 values: 256 to 16' '
+	for sw in 128:256 1024:256 2048:128 4096:64 16368:16; do
+		agg-plan --segment ${sw%%:*} fig1.txt | head -n 1 |
+			grep " slots=${sw#*:} " || return 1
+	done &&
+	agg-plan --segment 16368 fig1.txt | sed "1s/ slots=16//" >noslots &&
+	agg-check plan -j noslots | jq -e ".slots == 32"
+'
+
 test_expect_success 'the default token depends on job and seed; --token overrides it' '
 	t1=$(agg-plan fig1.txt | head -n 1 | sed "s/.* token=//; s/ .*//") &&
 	t2=$(agg-plan --job 2 fig1.txt | head -n 1 | sed "s/.* token=//; s/ .*//") &&
