@@ -544,18 +544,14 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	      bpf_map__set_value_size(skel->maps.plan, plen);
 	if (err)
 		FAIL(err, "cannot size the maps: %s", strerror(-err));
-	if (agg_log_level() >= 2) {	/* -vv: the verifier's statistics */
+	if (agg_log_level() >= 2) {
+		/* -vv: libbpf prints the verifier's statistics of each program
+		 * ("processed N insns"); asking it for the log afterwards with
+		 * bpf_program__log_buf crashed libbpf 1.1. */
 		bpf_program__set_log_level(skel->progs.agg_xdp, 4);
 		bpf_program__set_log_level(skel->progs.agg_tc, 4);
 	}
 	err = agg__load(skel);
-	if (!err && agg_log_level() >= 2) {
-		const char *xl = bpf_program__log_buf(skel->progs.agg_xdp, NULL);
-		const char *tl = bpf_program__log_buf(skel->progs.agg_tc, NULL);
-
-		agg_dbg("agg_xdp verifier: %s", xl ? xl : "(no log)");
-		agg_dbg("agg_tc verifier: %s", tl ? tl : "(no log)");
-	}
 	if (err)
 		FAIL(err, "cannot load the BPF programs: %s (run with -vv for the verifier log)",
 		     strerror(-err));

@@ -115,6 +115,13 @@ test_expect_success 'agg-load of the same plan is a no-op; another plan replaces
 	dp_inputs 1 && dp_allreduce 1 && dp_check 1
 '
 
+test_expect_success 'agg-load -vv prints the verifier statistics of both programs' '
+	vcluster_run c5 agg-load --unload --node c5 &&
+	vcluster_run c5 agg-load -vv plan2.txt 2>vv &&
+	test "$(grep -c "^processed [0-9]* insns" vv)" = 2 &&
+	dp_inputs 2 && dp_allreduce 2 && dp_check 2
+'
+
 test_expect_success 'agg-load --unload leaves no program, link, map or pin behind' '
 	for h in $(vcluster_hosts); do
 		for o in xdp_prog; do
