@@ -159,7 +159,7 @@ static attr size_t dequantize_##name(const int32_t *q, size_t n, int32_t e,	\
 QUANT_IMPL(portable, )
 #if defined(__x86_64__)
 QUANT_IMPL(avx2, __attribute__((target("avx2"))))
-QUANT_IMPL(avx512f, __attribute__((target("avx512f,prefer-vector-width=512"))))
+QUANT_IMPL(avx512f, __attribute__((target("avx512f"))))
 #endif
 
 static const struct agg_quant_impl impls[] = {
@@ -204,17 +204,17 @@ static const struct agg_quant_impl *best_impl(void)
 	return best;
 }
 
-static agg_quant_exponent_fn *resolve_exponent(void)
+static __attribute__((used)) agg_quant_exponent_fn *resolve_exponent(void)
 {
 	return best_impl()->exponent;
 }
 
-static agg_quantize_fn *resolve_quantize(void)
+static __attribute__((used)) agg_quantize_fn *resolve_quantize(void)
 {
 	return best_impl()->quantize;
 }
 
-static agg_dequantize_fn *resolve_dequantize(void)
+static __attribute__((used)) agg_dequantize_fn *resolve_dequantize(void)
 {
 	return best_impl()->dequantize;
 }

@@ -148,4 +148,21 @@ test_expect_success 'a wrong length is bad input (exit 2), file or pipe, with th
 	grep "^agg-send: cannot read dir: Is a directory\$" err
 '
 
+# agg-send reads a mapped FILE twice: for the exponents at once, for the
+# values once every worker's exponents are in (w2 and w3 start later).
+test_expect_success 'a FILE truncated while agg-send runs: exit 2, said so' '
+	cp in.5.w1 trunc || return 1
+	{ vcluster_run w1 agg-send --iter 10 --timeout 5 trunc 2>err.w1 & } &&
+	pid=$! &&
+	sleep 0.5 &&
+	: >trunc &&
+	{ vcluster_run w2 agg-send --iter 10 --timeout 2 in.5.w2 2>/dev/null & } &&
+	p2=$! &&
+	{ vcluster_run w3 agg-send --iter 10 --timeout 2 in.5.w3 2>/dev/null & } &&
+	p3=$! &&
+	test_expect_code 2 wait $pid &&
+	grep "^agg-send: trunc was truncated while it was being sent" err.w1 &&
+	{ wait $p2; wait $p3; true; }
+'
+
 test_done
