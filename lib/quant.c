@@ -17,16 +17,17 @@ int agg_quant_shift(unsigned workers)
 
 /*
  * The loops below have no branch per element, so the compiler vectorizes
- * them (selects are bit masks: a ?: lets gcc move a conversion, which may
- * raise an FP exception, under a branch it then cannot remove); each is compiled once per instruction set and
- * the public functions jump to the best one this CPU has (an ifunc on
- * x86-64).  Results are bit-identical to the plain scalar code:
+ * them (at -O3; selects are bit masks: with ?: gcc moves a conversion,
+ * which may raise an FP exception, under a branch it then cannot remove).
+ * Each is compiled once per instruction set and the public functions jump
+ * to the best one this CPU has (an ifunc on x86-64).  Results are
+ * bit-identical to the plain scalar code (t/lib/quant-ref.h):
  *
  * - the largest finite |x| is the largest of the bit patterns with the sign
  *   cleared (non-negative floats order as their bits do);
  * - (double)x * 2^k is exact, and adding and subtracting 1.5 * 2^52 rounds
  *   a double below 2^51 in magnitude to an integer, half to even, as rint
- *   does in the default rounding mode (quantized values stay below 2^31);
+ *   does in the default rounding mode (|x| < 2^e keeps |x * scale| < 2^30);
  * - counts go into 32-bit lanes per block of BLOCK elements.
  */
 #define ABS_MASK	0x7fffffffu
