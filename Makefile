@@ -74,6 +74,11 @@ build/lib/%.o: lib/%.c $(BPF_SKEL) | build/lib
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# lib/quant.c's loops vectorize at -O3 (gcc's -O2 cost model leaves them
+# scalar): 4-8x faster conversion of every gradient (make bench, quant).
+QUANT_CFLAGS ?= -O3
+build/lib/quant.o: CFLAGS += $(QUANT_CFLAGS)
+
 build/libagg.a: $(LIB_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^

@@ -3,7 +3,9 @@
 #include <argp.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "dp.h"
+#include "grad.h"
 #include "json.h"
 #include "log.h"
 #include "opts.h"
@@ -106,6 +109,78 @@ static double probe_budget(void)
 	return env.timeout / 5 < 0.5 ? env.timeout / 5 : 0.5;
 }
 
+/* The output; a signal removes its temporary file (grad.h). */
+static struct agg_grad_out out = { .fd = -1 };
+
+static void on_signal(int sig)
+{
+	agg_grad_out_abort(&out);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int open_output(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa = { .sa_handler = on_signal }, old;
+	char why[PATH_MAX + 200];
+
+	/* Not those ignored from the start (a background job's SIGINT). */
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (!sigaction(sigs[i], NULL, &old) && old.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
+	if (agg_grad_out_open(&out, env.file, 0, why, sizeof(why))) {
+		agg_err("%s", why);
+		return AGG_EXIT_SYSTEM;
+	}
+	return 0;
+}
+
+/*
+ * Convert the data segments and write them, a chunk of about 256 KiB at a
+ * time through buf, checking after each conversion that its segments and
+ * their exponents still hold the iteration: a newer one overwrites them.
+ * Adds the NaN written to *nan.
+ */
+#define CHUNK_BYTES	(256 * 1024)
+static uint32_t chunk_segs(const struct agg_layout *l)
+{
+	return CHUNK_BYTES / 4 / l->segment ? CHUNK_BYTES / 4 / l->segment : 1;
+}
+
+static int write_result(const struct agg_node *n, float *buf, uint64_t *nan)
+{
+	const struct agg_layout *l = &n->l;
+	char why[PATH_MAX + 200];
+
+	for (uint32_t lo = 0, hi; lo < l->ndata; lo = hi) {
+		uint64_t first = (uint64_t)lo * l->segment, len = 0;
+
+		hi = l->ndata - lo < chunk_segs(l) ? l->ndata : lo + chunk_segs(l);
+		for (uint32_t d = lo; d < hi; d++) {
+			uint64_t at = (uint64_t)d * l->segment;
+			size_t cnt = l->nvalues - at < l->segment ? l->nvalues - at : l->segment;
+			uint32_t seg = agg_wire_seg(l, d);
+
+			*nan += agg_dequantize(n->results + (size_t)seg * l->segment, cnt,
+					       agg_node_exponent(n, d), l->shift, n->meta[seg].op,
+					       buf + (at - first));
+			len += cnt;
+		}
+		if (agg_node_missing(n, agg_wire_seg(l, lo), agg_wire_seg(l, hi), env.iter) ||
+		    agg_node_missing(n, lo / l->segment, (hi - 1) / l->segment + 1, env.iter)) {
+			agg_err("iteration %u was overwritten by a newer one while reading it",
+				env.iter);
+			return AGG_EXIT_PROBLEM;
+		}
+		if (agg_grad_out_write(&out, buf, len * sizeof(float), why, sizeof(why))) {
+			agg_err("%s", why);
+			return AGG_EXIT_SYSTEM;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct argp_child children[] = {
@@ -118,8 +193,7 @@ int main(int argc, char **argv)
 		.doc = doc, .children = children,
 	};
 	struct agg_node n;
-	FILE *out = stdout;
-	float *y = NULL;
+	float *chunk = NULL;
 	char why[600];
 	double t0 = agg_now(), deadline = t0 + env.timeout;
 	uint32_t miss;
@@ -151,6 +225,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	why[0] = '\0';
+	chunk = malloc((size_t)chunk_segs(&n.l) * n.l.segment * sizeof(float));
+	if (!chunk) {
+		agg_err("out of memory");
+		rc = AGG_EXIT_SYSTEM;
+		goto out;
+	}
 	/* Bind first, then look: a signal cannot fall between the two. */
 	sock = signal_socket(&n);
 	if (sock < 0) {
@@ -186,43 +266,20 @@ int main(int argc, char **argv)
 			;
 	}
 
-	y = malloc(n.l.nvalues * sizeof(float) + 1);
-	if (!y) {
-		agg_err("out of memory");
-		rc = AGG_EXIT_SYSTEM;
+	/* The output is touched only once every result is in.  (Writing the
+	 * first ones while the others came in was slower: the 2 cores that
+	 * send lost more than the overlap won, 0.9-1.2 s against 0.7 s for a
+	 * 4-worker 100 MB allreduce.) */
+	if ((rc = open_output()))
 		goto out;
-	}
-	for (uint32_t d = 0; d < n.l.ndata; d++) {
-		uint64_t first = (uint64_t)d * n.l.segment;
-		size_t cnt = n.l.nvalues - first < n.l.segment ? n.l.nvalues - first : n.l.segment;
-		uint32_t seg = agg_wire_seg(&n.l, d);
-
-		agg_dequantize(n.results + (size_t)seg * n.l.segment, cnt,
-			       agg_node_exponent(&n, d), n.l.shift, n.meta[seg].op, y + first);
-	}
+	rc = write_result(&n, chunk, &nan);
 	/* Still the same iteration after the copy?  (A next one overwrites.) */
-	if (agg_node_missing(&n, 0, n.l.nsegs, env.iter)) {
+	if (!rc && agg_node_missing(&n, 0, n.l.nsegs, env.iter)) {
 		agg_err("iteration %u was overwritten by a newer one while reading it", env.iter);
 		rc = AGG_EXIT_PROBLEM;
-		goto out;
 	}
-	for (uint64_t i = 0; i < n.l.nvalues; i++)
-		nan += y[i] != y[i];
-	if (env.file && strcmp(env.file, "-")) {
-		out = fopen(env.file, "wb");
-		if (!out) {
-			agg_err("cannot create %s: %s", env.file, strerror(errno));
-			rc = AGG_EXIT_SYSTEM;
-			goto out;
-		}
-	}
-	if (fwrite(y, sizeof(float), n.l.nvalues, out) != n.l.nvalues || fflush(out)) {
-		agg_err("cannot write %s: %s", out == stdout ? "standard output" : env.file,
-			strerror(errno));
-		rc = AGG_EXIT_SYSTEM;
-	}
-	if (out != stdout && fclose(out) && !rc) {
-		agg_err("cannot write %s: %s", env.file, strerror(errno));
+	if (!rc && agg_grad_out_commit(&out, why, sizeof(why))) {
+		agg_err("%s", why);
 		rc = AGG_EXIT_SYSTEM;
 	}
 	if (!rc)
@@ -237,7 +294,8 @@ int main(int argc, char **argv)
 		agg_print_obj_close();
 	}
 out:
-	free(y);
+	agg_grad_out_abort(&out);	/* on success: nothing left to remove */
+	free(chunk);
 	if (sock >= 0)
 		close(sock);
 	agg_node_close(&n);

@@ -4,9 +4,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/udp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include <bpf/bpf.h>
 
 #include "dp.h"
+#include "grad.h"
 #include "json.h"
 #include "log.h"
 #include "opts.h"
@@ -78,42 +81,41 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-/* Read exactly want bytes of float32; exit status on failure. */
-static int read_input(float **out, uint64_t want)
+/* The gradient: exactly want bytes of float32; exit status on failure. */
+static int read_input(struct agg_grad_in *in, uint64_t want)
 {
-	const char *name = env.file && strcmp(env.file, "-") ? env.file : "<stdin>";
-	FILE *f = stdin;
-	uint64_t got = 0;
-	char extra;
-	size_t n;
+	char why[PATH_MAX + 200];
+	int err = agg_grad_in_open(in, env.file, want, why, sizeof(why));
 
-	if (f != stdin || (env.file && strcmp(env.file, "-"))) {
-		f = fopen(env.file, "rb");
-		if (!f) {
-			agg_err("cannot open %s: %s", env.file, strerror(errno));
-			return errno == ENOENT || errno == EACCES ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
-		}
-	}
-	*out = malloc(want ? want : 1);
-	if (!*out) {
-		agg_err("out of memory for %" PRIu64 " bytes", want);
-		return AGG_EXIT_SYSTEM;
-	}
-	while (got < want && (n = fread((char *)*out + got, 1, want - got, f)) > 0)
-		got += n;
-	if (ferror(f)) {
-		agg_err("cannot read %s: %s", name, strerror(errno));
-		return errno == EISDIR ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
-	}
-	if (got < want || fread(&extra, 1, 1, f) == 1) {
-		agg_err("%s: %s%" PRIu64 " bytes, the plan's gradient is %" PRIu64
-			" bytes (%" PRIu64 " float32 values)", name,
-			got < want ? "" : "more than ", got, want, want / 4);
-		return AGG_EXIT_USAGE;
-	}
-	if (f != stdin)
-		fclose(f);
-	return 0;
+	if (!err)
+		return 0;
+	agg_err("%s", why);
+	return err == -ENOENT || err == -EACCES || err == -EISDIR || err == -EINVAL ?
+	       AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
+}
+
+/* A mapped FILE that shrinks under us faults: say so instead of dying. */
+static char sigbus_msg[PATH_MAX + 200];
+
+static void on_sigbus(int sig)
+{
+	ssize_t w = write(STDERR_FILENO, sigbus_msg, strlen(sigbus_msg));
+
+	(void)w;
+	_exit(AGG_EXIT_USAGE);
+}
+
+static void guard_input(const struct agg_grad_in *in)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus };
+
+	if (!in->mapped)
+		return;
+	snprintf(sigbus_msg, sizeof(sigbus_msg),
+		 "%s: %s was truncated while it was being sent (it is read in place: "
+		 "replace it with rename, do not rewrite it)\n", agg_log_prog(),
+		 env.file && strcmp(env.file, "-") ? env.file : "<stdin>");
+	sigaction(SIGBUS, &sa, NULL);
 }
 
 struct sender {
@@ -444,7 +446,7 @@ int main(int argc, char **argv)
 	struct grad g = { 0 };
 	int32_t *exps = NULL;
 	uint64_t nonfinite = 0;
-	float *x = NULL;
+	struct agg_grad_in in = { 0 };
 	char why[600];
 	double t0;
 	int rc, err;
@@ -467,9 +469,10 @@ int main(int argc, char **argv)
 		rc = AGG_EXIT_USAGE;
 		goto out;
 	}
-	rc = read_input(&x, n.l.nvalues * 4);
+	rc = read_input(&in, n.l.nvalues * 4);
 	if (rc)
 		goto out;
+	guard_input(&in);
 	t0 = agg_now();
 	exps = malloc(sizeof(*exps) * (n.l.ndata ? n.l.ndata : 1));
 	if (!exps || sender_init(&s, &n)) {
@@ -481,12 +484,12 @@ int main(int argc, char **argv)
 		uint64_t first = (uint64_t)d * n.l.segment;
 		size_t cnt = n.l.nvalues - first < n.l.segment ? n.l.nvalues - first : n.l.segment;
 
-		exps[d] = agg_quant_exponent(x + first, cnt, &nonfinite);
+		exps[d] = agg_quant_exponent(in.x + first, cnt, &nonfinite);
 	}
 	if (nonfinite)
 		agg_warn("%" PRIu64 " NaN or Inf values in the input: those elements will be NaN in the result",
 			 nonfinite);
-	g.x = x;
+	g.x = in.x;
 	g.exp = exps;
 	/* Phase 0: the exponents, max-reduced; phase 1: the values. */
 	rc = run_phase(&s, 0, n.l.nexp, AGG_OP_MAX, fill_exp, &g);
@@ -518,7 +521,7 @@ out:
 		if (agg_sent_add(n.fd_sent, add))
 			agg_warn("cannot update the counters of %s/sent: %s", n.dir, strerror(errno));
 	}
-	free(x);
+	agg_grad_in_close(&in);
 	free(exps);
 	agg_node_close(&n);
 	return agg_opts_exit(rc);

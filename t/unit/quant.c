@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Unit tests of lib/quant.c and the segment layout (lib/dp.c). */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "agg.h"
 #include "dp.h"
 #include "quant.h"
+#include "quant-ref.h"
 #include "rand.h"
 #include "tap.h"
 
@@ -59,6 +61,116 @@ static double worst_error(unsigned w, int n, uint64_t seed, double mag_lo, doubl
 		}
 	}
 	return worst;
+}
+
+/*
+ * Every implementation against the reference scalar code (quant-ref.h),
+ * bit for bit, on random segments that mix every kind of float: random
+ * bit patterns (NaN, Inf, subnormals, -0), random magnitudes from 2^-149
+ * to 2^127, all-zero and all-non-finite segments (AGG_EXP_ZERO), and
+ * values whose scaled form is an exact or nearly exact half, where
+ * round-half-to-even decides.
+ */
+#define NSEG	3000
+#define MAXSEG	4096
+
+static float rand_float(struct agg_rand *r, int kind, int e, int shift)
+{
+	uint64_t b = agg_rand_u64(r);
+	uint32_t u = (uint32_t)b;
+	float f;
+
+	switch (kind) {
+	case 0:		/* any bit pattern */
+		memcpy(&f, &u, sizeof(f));
+		return f;
+	case 1:		/* a random magnitude below 2^e */
+		return (float)ldexp(agg_rand_double(r) * 2 - 1,
+				    e - (int)agg_rand_below(r, 24));
+	case 2: {	/* (k + 1/2) / scale, k below 2^(shift-1), and neighbours */
+		int bits = b >> 59 & 1 ? (shift - 1 < 22 ? shift - 1 : 22) : 3;
+		double k = (double)agg_rand_below(r, 1u << bits) + 0.5;
+		float h = (float)ldexp(b >> 63 ? -k : k, e - shift);
+
+		return (b >> 32 & 3) == 0 ? nextafterf(h, 0) :
+		       (b >> 32 & 3) == 1 ? nextafterf(h, INFINITY) : h;
+	}
+	case 3:		/* zeros of both signs and the odd non-finite value */
+		return (b & 15) == 0 ? NAN : (b & 15) == 1 ? -INFINITY :
+		       (b & 15) == 2 ? INFINITY : (b & 1) ? -0.0f : 0.0f;
+	default:	/* subnormals */
+		u &= 0x807fffffu;
+		memcpy(&f, &u, sizeof(f));
+		return f;
+	}
+}
+
+struct cmp_stats {
+	uint64_t values, exp_bad, q_bad, dq_bad, nan_bad, halves;
+};
+
+static void compare_impl(const struct agg_quant_impl *im, uint64_t seed, struct cmp_stats *st)
+{
+	static float x[MAXSEG + 1], y[MAXSEG], yr[MAXSEG];
+	static int32_t q[MAXSEG + 64], qr[MAXSEG + 64], v[MAXSEG + 1];
+	struct agg_rand r;
+
+	agg_rand_seed(&r, seed);
+	memset(st, 0, sizeof(*st));
+	for (int s = 0; s < NSEG; s++) {
+		size_t n = 1 + agg_rand_below(&r, MAXSEG), pad = agg_rand_below(&r, 64);
+		size_t off = agg_rand_below(&r, 2);	/* unaligned too */
+		int kind = (int)agg_rand_below(&r, 6), shift = agg_quant_shift(1 + agg_rand_below(&r, 1024));
+		int e0 = (int)agg_rand_below(&r, 240) - 110;
+		unsigned op = agg_rand_below(&r, 3);
+		uint64_t nf = 0, nfr = 0;
+		int32_t e, er;
+		size_t nan, nanr;
+
+		for (size_t i = 0; i < n; i++)	/* kind 5: kinds 1-4 mixed */
+			x[off + i] = rand_float(&r, kind == 5 ? 1 + (int)agg_rand_below(&r, 4) : kind,
+						e0, shift);
+		e = im->exponent(x + off, n, &nf);
+		er = ref_quant_exponent(x + off, n, &nfr);
+		st->exp_bad += e != er || nf != nfr;
+		/* The agreed exponent is the max of every worker's: ours or
+		 * above, e0 for the halves of kind 2 (all below 2^e0). */
+		if (kind != 0 && (er == AGG_EXP_ZERO ? agg_rand_below(&r, 2) : er < e0))
+			er = e0;
+		else if (er != AGG_EXP_ZERO && agg_rand_below(&r, 4) == 0)
+			er += (int)agg_rand_below(&r, 8);
+		for (size_t i = 0; er != AGG_EXP_ZERO && i < n; i++) {
+			double t = (double)x[off + i] * ldexp(1.0, shift - er);
+
+			st->halves += isfinite(t) && fabs(t - floor(t)) == 0.5;
+		}
+		im->quantize(x + off, n, n + pad, er, shift, op, q);
+		ref_quantize(x + off, n, n + pad, er, shift, op, qr);
+		st->q_bad += memcmp(q, qr, (n + pad) * sizeof(*q)) != 0;
+
+		/* Dequantize any integers: poison and its neighbours, sums near
+		 * the limit, anything, with any exponent (even one whose scale
+		 * is infinite) and any op (an unknown one has no poison). */
+		for (size_t i = 0; i < n; i++) {
+			static const int32_t edge[] = {
+				AGG_POISON_HI, AGG_POISON_HI - 1, AGG_POISON_LO, AGG_POISON_LO + 1,
+				AGG_SUM_LIMIT, AGG_SUM_LIMIT + 1, -AGG_SUM_LIMIT, -AGG_SUM_LIMIT - 1,
+				0, 1, -1, 1 << 30,
+			};
+			uint64_t b = agg_rand_u64(&r);
+
+			v[off + i] = b & 1 ? edge[(b >> 8) % (sizeof(edge) / sizeof(edge[0]))] :
+				     b & 2 ? (int32_t)(b >> 32) : qr[i];
+		}
+		er = agg_rand_below(&r, 16) == 0 ? AGG_EXP_ZERO :
+		     agg_rand_below(&r, 16) == 0 ? (int)agg_rand_below(&r, 2400) - 1200 : er;
+		op = agg_rand_below(&r, 4);
+		nan = im->dequantize(v + off, n, er, shift, op, y);
+		nanr = ref_dequantize(v + off, n, er, shift, op, yr);
+		st->dq_bad += memcmp(y, yr, n * sizeof(*y)) != 0;
+		st->nan_bad += nan != nanr;
+		st->values += n;
+	}
 }
 
 int main(void)
@@ -158,6 +270,36 @@ int main(void)
 		   "a segment above %d is refused", AGG_MAX_SEGMENT);
 		p.node = NULL;
 		p.nnodes = 0;
+	}
+
+	/* Every implementation this CPU runs, and the dispatch, against the
+	 * reference: millions of values each. */
+	{
+		const struct agg_quant_impl *im[8];
+		struct agg_quant_impl pub = { "dispatched", agg_quant_exponent, agg_quantize,
+					      agg_dequantize };
+		size_t k = agg_quant_impls(im, 7);
+
+		im[k++] = &pub;
+		for (size_t j = 0; j < k; j++) {
+			struct cmp_stats st;
+			uint64_t total = 0, bad = 0, halves = 0;
+
+			for (uint64_t seed = 1; seed <= 2; seed++) {
+				compare_impl(im[j], seed * 1000 + j, &st);
+				total += st.values;
+				halves += st.halves;
+				bad += st.exp_bad + st.q_bad + st.dq_bad + st.nan_bad;
+				if (st.exp_bad + st.q_bad + st.dq_bad + st.nan_bad)
+					diag("%s seed %" PRIu64 ": %" PRIu64 " exponent, %" PRIu64
+					     " quantize, %" PRIu64 " dequantize, %" PRIu64
+					     " NaN-count segments differ", im[j]->name, seed,
+					     st.exp_bad, st.q_bad, st.dq_bad, st.nan_bad);
+			}
+			ok(bad == 0 && total > 10000000 && halves > 100000,
+			   "%s: bit-identical to the scalar reference on %" PRIu64
+			   " values x 3 functions (%" PRIu64 " exact halves)", im[j]->name, total, halves);
+		}
 	}
 	return done_testing();
 }
