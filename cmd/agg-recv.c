@@ -270,6 +270,11 @@ int main(int argc, char **argv)
 	 * first ones while the others came in was slower: the 2 cores that
 	 * send lost more than the overlap won, 0.9-1.2 s against 0.7 s for a
 	 * 4-worker 100 MB allreduce.) */
+	if ((err = agg_node_map_results(&n))) {
+		agg_err("%s: cannot map the results: %s", n.dir, strerror(-err));
+		rc = AGG_EXIT_SYSTEM;
+		goto out;
+	}
 	if ((rc = open_output()))
 		goto out;
 	rc = write_result(&n, chunk, &nan);

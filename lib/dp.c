@@ -372,7 +372,10 @@ static bool is_local_node(const char *dir, const char *name, void *ctx)
 	return local;
 }
 
-static void *map_mmap(int fd, size_t *len, const char *path)
+/* Map the first n entries of an mmap-able array map (all when n is 0 or
+ * more than it has): the kernel maps every page at once, so a tool maps
+ * what it reads, not a 100 MB result it does not. */
+static void *map_mmap(int fd, size_t *len, uint32_t n)
 {
 	struct bpf_map_info info;
 	uint32_t il = sizeof(info);
@@ -381,9 +384,24 @@ static void *map_mmap(int fd, size_t *len, const char *path)
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(fd, &info, &il))
 		return NULL;
-	*len = (size_t)((info.value_size + 7) & ~7u) * info.max_entries;
+	if (!n || n > info.max_entries)
+		n = info.max_entries;
+	*len = (size_t)((info.value_size + 7) & ~7u) * n;
 	m = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
 	return m == MAP_FAILED ? NULL : m;
+}
+
+int agg_node_map_results(struct agg_node *n)
+{
+	size_t len;
+	void *m = map_mmap(n->fd_results, &len, 0);
+
+	if (!m)
+		return -errno;
+	munmap((void *)n->results, n->results_len);
+	n->results = m;
+	n->results_len = len;
+	return 0;
 }
 
 int agg_node_locate(const char *pin_dir, const char *job, const char *node,
@@ -489,8 +507,8 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 	OPEN_PIN(n->fd_meta, "meta");
 	OPEN_PIN(n->fd_results, "results");
 #undef OPEN_PIN
-	n->meta = map_mmap(n->fd_meta, &n->meta_len, "meta");
-	n->results = map_mmap(n->fd_results, &n->results_len, "results");
+	n->meta = map_mmap(n->fd_meta, &n->meta_len, 0);
+	n->results = map_mmap(n->fd_results, &n->results_len, n->l.nexp);
 	if (!n->meta || !n->results) {
 		snprintf(why, whylen, "%s: cannot map the results: %s", n->dir, strerror(errno));
 		return -errno;

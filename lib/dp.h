@@ -80,7 +80,8 @@ struct agg_node {
 	int self;		/* node index */
 	char dir[512];		/* its pin directory */
 	int fd_results, fd_meta, fd_stats, fd_sent, fd_prog;
-	const int32_t *results;	/* mmap: nsegs x segment values */
+	const int32_t *results;	/* mmap: the exponent segments' values (nexp x
+				 * segment); all nsegs after agg_node_map_results */
 	const struct agg_meta *meta; /* mmap: nsegs entries */
 	size_t results_len, meta_len;
 	struct agg_netif nif;
@@ -97,6 +98,8 @@ int agg_node_locate(const char *pin_dir, const char *job, const char *node,
 int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 		  const char *node, char *why, size_t whylen);
 void agg_node_close(struct agg_node *n);
+/* Map all of the results (agg_node_open maps the exponents only); -errno. */
+int agg_node_map_results(struct agg_node *n);
 
 /* Read the plan text stored in a node's "plan" map (malloc'd) or NULL. */
 char *agg_pin_plan_text(const char *dir);

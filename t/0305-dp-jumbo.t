@@ -86,7 +86,8 @@ test_expect_success 'segment 2050: 3 chunks, the last one shorter' '
 	agg-plan --segment 2050 --size 4000000 hosts.txt >plan2.txt &&
 	for h in $(vcluster_hosts); do vcluster_run $h agg-load plan2.txt || return 1; done &&
 	DP_PLAN=plan2.txt && DP_SEG=2050 &&
-	test "$(slots_map ps0 max_entries)" = $((2 * 256 * 3)) &&
+	test "$(dp_plan_field slots)" = 127 &&
+	test "$(slots_map ps0 max_entries)" = $((2 * 127 * 3)) &&
 	test "$(slots_map ps0 bytes_value)" = $((24 + 8 * 684))
 '
 
