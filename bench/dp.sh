@@ -24,6 +24,7 @@ AR_SEG=${BENCH_SEGMENT:-16368}
 AR_SLOTS=${BENCH_SLOTS:-}	# default: agg-plan's
 ITERS=${BENCH_ITERS:-3}
 
+med() { sort -n "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 cpu_busy() {	# jiffies the machine spent not idle
 	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat
 }
@@ -81,7 +82,9 @@ echo "allreduce: median of $ITERS iterations after one warm-up; MTU $AR_MTU,"
 echo "segment $AR_SEG, slots ${AR_SLOTS:-$(agg-plan --segment $AR_SEG "$tmp/rate.txt" | sed -n "1s/.* slots=\([0-9]*\) .*/\1/p")}; agg's time is the wall time of starting agg-recv and"
 echo "agg-send on every worker until all results are written (/dev/shm);"
 echo "send_s: the slowest agg-send's own time from its input in memory to"
-echo "every result on its node (no process start, no file I/O), as Gloo's is"
+echo "every result on its node (no process start, no file I/O), as Gloo's is;"
+echo "agg: agg-recv replaces FILE through a temporary file (the default),"
+echo "agg-ip: agg-recv --in-place rewrites FILE's own pages"
 printf '%-8s %-6s %-6s %9s %10s %9s %9s %10s\n' workers size impl seconds busbw_GB/s cpu_s send_s send_busbw
 for n in 4 8; do
 	{
@@ -96,28 +99,33 @@ for n in 4 8; do
 		ws=$(awk '$1 == "node" && !/ role=ps/ { print $2 }' "$tmp/p")
 		shm=$(mktemp -d /dev/shm/aggbench.XXXXXX)
 		for w in $ws; do gradtool gen $((size / 4)) 2048 1 >"$shm/in.$w"; done
-		: >"$tmp/times"; : >"$tmp/cpus"; : >"$tmp/sends"
+		# agg: agg-recv replaces its FILE through a temporary file (the
+		# default); agg-ip: agg-recv --in-place rewrites it
 		it=0
-		while [ $it -le "$ITERS" ]; do
-			c0=$(cpu_busy); t0=$(now); pids=
-			for w in $ws; do vcluster_run $w agg-recv --iter $it --timeout 60 "$shm/out.$w" & pids="$pids $!"; done
-			for w in $ws; do vcluster_run $w agg-send -j --iter $it --timeout 30 "$shm/in.$w" >"$shm/s.$w" & pids="$pids $!"; done
-			ok=1; for p in $pids; do wait $p || ok=0; done
-			t1=$(now); c1=$(cpu_busy)
-			[ $ok = 1 ] || { echo "dp: agg allreduce failed"; exit 1; }
-			if [ $it -gt 0 ]; then
-				cat "$shm"/s.* | jq -s "map(.seconds) | max" >>"$tmp/sends"
-				echo "$t1 - $t0" | bc -l >>"$tmp/times"
-				echo "($c1 - $c0) / $hz" | bc -l >>"$tmp/cpus"
-			fi
-			it=$((it + 1))
+		for impl in agg agg-ip; do
+			: >"$tmp/times"; : >"$tmp/cpus"; : >"$tmp/sends"
+			ropt=; [ $impl = agg-ip ] && ropt=--in-place
+			last=$((it + ITERS))
+			while [ $it -le $last ]; do
+				c0=$(cpu_busy); t0=$(now); pids=
+				for w in $ws; do vcluster_run $w agg-recv $ropt --iter $it --timeout 60 "$shm/out.$w" & pids="$pids $!"; done
+				for w in $ws; do vcluster_run $w agg-send -j --iter $it --timeout 30 "$shm/in.$w" >"$shm/s.$w" & pids="$pids $!"; done
+				ok=1; for p in $pids; do wait $p || ok=0; done
+				t1=$(now); c1=$(cpu_busy)
+				[ $ok = 1 ] || { echo "dp: agg allreduce failed"; exit 1; }
+				if [ $it -gt $((last - ITERS)) ]; then
+					cat "$shm"/s.* | jq -s "map(.seconds) | max" >>"$tmp/sends"
+					echo "$t1 - $t0" | bc -l >>"$tmp/times"
+					echo "($c1 - $c0) / $hz" | bc -l >>"$tmp/cpus"
+				fi
+				it=$((it + 1))
+			done
+			t=$(med "$tmp/times"); c=$(med "$tmp/cpus"); s=$(med "$tmp/sends")
+			awk -v n=$n -v l=$label -v i=$impl -v t=$t -v b=$size -v c=$c -v s=$s \
+				'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f %9.3f %10.3f\n", n, l, i, t, 2 * (n - 1) / n * b / t / 1e9, c, s, 2 * (n - 1) / n * b / s / 1e9 }'
 		done
 		rm -rf "$shm"
 		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done
-		med() { sort -n "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-		t=$(med "$tmp/times"); c=$(med "$tmp/cpus"); s=$(med "$tmp/sends")
-		awk -v n=$n -v l=$label -v t=$t -v b=$size -v c=$c -v s=$s \
-			'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f %9.3f %10.3f\n", n, l, "agg", t, 2 * (n - 1) / n * b / t / 1e9, c, s, 2 * (n - 1) / n * b / s / 1e9 }'
 		if [ -n "$gloo" ]; then
 			pids=; r=0
 			for w in $ws; do

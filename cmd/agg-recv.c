@@ -25,9 +25,10 @@ static struct {
 	const char *file;
 	uint32_t iter;
 	double timeout;
+	bool in_place;
 } env = { .timeout = 30 };
 
-enum { OPT_ITER = 0x100, OPT_TIMEOUT };
+enum { OPT_ITER = 0x100, OPT_TIMEOUT, OPT_IN_PLACE };
 
 static const char doc[] =
 "Wait for iteration N's aggregated gradient on this node and write it to\n"
@@ -46,6 +47,10 @@ static const char doc[] =
 static const struct argp_option options[] = {
 	{ "iter", OPT_ITER, "N", 0, "Iteration number (default 0)", 0 },
 	{ "timeout", OPT_TIMEOUT, "SEC", 0, "Give up after SEC seconds (default 30)", 0 },
+	{ "in-place", OPT_IN_PLACE, NULL, 0,
+	  "Overwrite FILE's own pages instead of replacing it through a temporary "
+	  "file (no page allocation: cheaper for a result in tmpfs; an error while "
+	  "writing leaves FILE partly written)", 0 },
 	{ 0 }
 };
 
@@ -55,6 +60,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case OPT_ITER:
 		env.iter = agg_argp_iter(state, arg);
+		break;
+	case OPT_IN_PLACE:
+		env.in_place = true;
 		break;
 	case OPT_TIMEOUT:
 		env.timeout = agg_argp_timeout(state, arg);
@@ -129,7 +137,8 @@ static int open_output(void)
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		if (!sigaction(sigs[i], NULL, &old) && old.sa_handler != SIG_IGN)
 			sigaction(sigs[i], &sa, NULL);
-	if (agg_grad_out_open(&out, env.file, 0, why, sizeof(why))) {
+	if (agg_grad_out_open(&out, env.file, env.in_place ? AGG_GRAD_IN_PLACE : 0,
+			      why, sizeof(why))) {
 		agg_err("%s", why);
 		return AGG_EXIT_SYSTEM;
 	}

@@ -221,8 +221,10 @@ int agg_grad_out_open(struct agg_grad_out *o, const char *path, unsigned flags,
 		o->is_stdout = true;
 		return 0;
 	}
-	if (!agg_grad_out_replaces(path)) {
-		o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (!agg_grad_out_replaces(path) || (flags & AGG_GRAD_IN_PLACE)) {
+		o->in_place = flags & AGG_GRAD_IN_PLACE;
+		o->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (o->in_place ? 0 : O_TRUNC),
+			     0666);
 		if (o->fd < 0) {
 			int err = -errno;
 
@@ -269,6 +271,7 @@ int agg_grad_out_write(struct agg_grad_out *o, const void *buf, size_t len,
 		}
 		p += w;
 		len -= w;
+		o->written += w;
 	}
 	return 0;
 }
@@ -280,6 +283,18 @@ int agg_grad_out_commit(struct agg_grad_out *o, char *why, size_t whylen)
 	if (o->is_stdout) {
 		o->fd = -1;
 		return 0;
+	}
+	if (o->in_place) {
+		struct stat st;
+
+		/* A longer file keeps no old tail; a device or FIFO has none. */
+		if ((!fstat(o->fd, &st) && S_ISREG(st.st_mode) &&
+		     ftruncate(o->fd, (off_t)o->written)) || close(o->fd))
+			err = -errno;
+		o->fd = -1;
+		if (err)
+			snprintf(why, whylen, "cannot write %s: %s", o->path, strerror(-err));
+		return err;
 	}
 	if (o->replace && !o->tmp[0]) {
 		/* Name the unnamed file, then rename it over the target. */

@@ -47,6 +47,8 @@ struct agg_grad_out {
 	int fd;
 	bool replace;		/* through a temporary file */
 	bool is_stdout;
+	bool in_place;		/* over its own pages, cut at commit */
+	uint64_t written;
 	const char *path;	/* as given, for messages */
 	char target[PATH_MAX];	/* what is replaced: path, symlinks resolved */
 	char tmp[PATH_MAX];	/* the temporary file's name while it has one */
@@ -55,8 +57,12 @@ struct agg_grad_out {
 /* Would path be replaced (true) or written directly? */
 bool agg_grad_out_replaces(const char *path);
 /* 0 or -errno with why set.  flags: AGG_GRAD_NAMED for a named temporary
- * file even where an unnamed one works (it shows while it is written). */
-#define AGG_GRAD_NAMED	1u
+ * file even where an unnamed one works (it shows while it is written);
+ * AGG_GRAD_IN_PLACE to write a regular file over its own pages (no
+ * temporary file, no truncation: nothing is allocated or freed when it
+ * has the size already) and cut it to the length written at commit. */
+#define AGG_GRAD_NAMED		1u
+#define AGG_GRAD_IN_PLACE	2u
 int agg_grad_out_open(struct agg_grad_out *o, const char *path, unsigned flags,
 		      char *why, size_t whylen);
 int agg_grad_out_write(struct agg_grad_out *o, const void *buf, size_t len,

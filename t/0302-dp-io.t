@@ -91,6 +91,21 @@ test_expect_success 'standard output into a pipe, a FIFO, /dev/null: the same bi
 	cmp out.3.w3 out.4.w3 && cmp out.3.w3 stdout.out
 '
 
+test_expect_success '--in-place: the same file (inode) gets the result, shorter or longer before' '
+	dp_inputs 5 &&
+	mkdir ip && head -c 5000000 /dev/zero >ip/w1 && echo short >ip/w2 &&
+	ino1=$(stat -c %i ip/w1) && ino2=$(stat -c %i ip/w2) &&
+	RECV_w1="R --in-place ip/w1" RECV_w2="R --in-place ip/w2" RECV_w3="R --in-place ip/w3" &&
+	io_allreduce 5 &&
+	gradtool check $DP_SEG ip/w1 in.5.w1 in.5.w2 in.5.w3 &&
+	cmp ip/w1 ip/w2 && cmp ip/w1 ip/w3 &&
+	test $(stat -c %s ip/w1) = 4000000 &&
+	test $(stat -c %i ip/w1) = $ino1 && test $(stat -c %i ip/w2) = $ino2 &&
+	only_files ip w1 w2 w3 &&
+	test_expect_code 1 vcluster_run w1 agg-recv --in-place --iter 50 --timeout 1 ip/w1 &&
+	cmp ip/w1 ip/w2
+'
+
 test_expect_success 'on timeout (exit 1) an existing FILE keeps its content; nothing left behind' '
 	mkdir keep && echo "old content" >keep/sum && cp keep/sum expect &&
 	test_expect_code 1 vcluster_run w1 agg-recv --iter 50 --timeout 1 keep/sum 2>err &&
