@@ -3,7 +3,9 @@
 # The data plane's benchmarks, each against a baseline in the same run:
 #  1. aggregation rate: packets per second agg_xdp aggregates from one
 #     sender, against an XDP program that only counts and drops (same veth,
-#     same sender, same frame size) and a user-space recvmmsg aggregator;
+#     same sender, same frame size), one that also copies the whole packet
+#     (bpf/copy.bpf.c: what reading it costs) and a user-space recvmmsg
+#     aggregator;
 #  2. allreduce: time and bus bandwidth (nccl-tests: 2(n-1)/n x bytes /
 #     time) of agg among 4 and 8 workers for 10 MB and 100 MB, against
 #     Gloo's ring allreduce on the same namespaces when python3-torch is
@@ -40,21 +42,30 @@ VCLUSTER_MTU=65535 vcluster_up "$tmp/rate.txt" aggbr$$- || exit 1
 # Resolve ARP first: the counting XDP_DROP program would drop the replies.
 vcluster_run w0 ping -c 1 -W 2 -q 10.90.0.100 >/dev/null
 stat_of() { agg-stat --node ps0 | awk -v k="$1" '$1 == k { print $2 }'; }
+counted() {	# counted drop|copy: packets/s the baseline program $1.bpf.o counts
+	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv obj "$B/$1.bpf.o" sec xdp.frags || exit 1
+	vcluster_run w0 blast "$tmp/plan.$seg" w0 ps0 "$T" >/dev/null
+	# the counter map of the program attached there, not any map of that name
+	c_prog=$(ip -n "$(vcluster_ns ps0)" -j link show dev eth0 | jq '.[0].xdp.prog.id')
+	c_map=$(for m in $(bpftool -j prog show id "$c_prog" | jq '.map_ids[]'); do
+		bpftool -j map show id "$m" | jq -r "select(.name == \"$1_count\") | .id"
+	done)
+	c_n=$(bpftool -j map dump id "$c_map" | jq '[.[0].formatted.values[].value] | add')
+	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv off
+	awk -v n="$c_n" -v t="$T" 'BEGIN { printf "%.0f", n / t }'
+}
 echo "aggregation rate: one sender (w0) to ps0 for $T s; w1 never sends, so"
 echo "every packet is aggregated into a slot and none completes"
 printf '%-8s %-22s %12s %8s\n' segment receiver packets/s vs_drop
 for seg in 128 2048 16368; do
 	agg-plan -s ps --segment $seg --size 64M "$tmp/rate.txt" >"$tmp/plan.$seg"
 	# XDP_DROP baseline
-	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv obj "$B/drop.bpf.o" sec xdp.frags || exit 1
-	vcluster_run w0 blast "$tmp/plan.$seg" w0 ps0 "$T" >/dev/null
-	# the counter map of the program attached there, not any map of that name
-	prog=$(ip -n "$(vcluster_ns ps0)" -j link show dev eth0 | jq '.[0].xdp.prog.id')
-	map=$(bpftool -j prog show id "$prog" | jq '.map_ids[0]')
-	drop=$(bpftool -j map dump id "$map" | jq '[.[0].formatted.values[].value] | add')
-	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv off
-	drop_pps=$(awk -v n="$drop" -v t="$T" 'BEGIN { printf "%.0f", n / t }')
+	drop_pps=$(counted drop)
 	printf '%-8s %-22s %12s %8s\n' $seg "xdp_drop" "$drop_pps" 1.00
+	# reading the packet: copy it all, then drop
+	copy_pps=$(counted copy)
+	awk -v s=$seg -v n=$copy_pps -v d="$drop_pps" \
+		'BEGIN { printf "%-8s %-22s %12.0f %8.2f\n", s, "xdp_copy (read it all)", n, n / d }'
 	# agg_xdp
 	vcluster_run ps0 agg-load "$tmp/plan.$seg" || exit 1
 	a0=$(stat_of added)
