@@ -54,33 +54,43 @@ counted() {	# counted drop|copy: packets/s the baseline program $1.bpf.o counts
 	ip -n "$(vcluster_ns ps0)" link set dev eth0 xdpdrv off
 	awk -v n="$c_n" -v t="$T" 'BEGIN { printf "%.0f", n / t }'
 }
-echo "aggregation rate: one sender (w0) to ps0 for $T s; w1 never sends, so"
-echo "every packet is aggregated into a slot and none completes"
-printf '%-8s %-22s %12s %8s\n' segment receiver packets/s vs_drop
-for seg in 128 2048 16368; do
-	agg-plan -s ps --segment $seg --size 64M "$tmp/rate.txt" >"$tmp/plan.$seg"
-	# XDP_DROP baseline
-	drop_pps=$(counted drop)
-	printf '%-8s %-22s %12s %8s\n' $seg "xdp_drop" "$drop_pps" 1.00
-	# reading the packet: copy it all, then drop
-	copy_pps=$(counted copy)
-	awk -v s=$seg -v n=$copy_pps -v d="$drop_pps" \
-		'BEGIN { printf "%-8s %-22s %12.0f %8.2f\n", s, "xdp_copy (read it all)", n, n / d }'
-	# agg_xdp
+rate_agg() {	# packets/s agg_xdp adds
 	vcluster_run ps0 agg-load "$tmp/plan.$seg" || exit 1
-	a0=$(stat_of added)
+	r_a0=$(stat_of added)
 	vcluster_run w0 blast "$tmp/plan.$seg" w0 ps0 "$T" >/dev/null
-	a1=$(stat_of added)
+	r_a1=$(stat_of added)
 	vcluster_run ps0 agg-load --unload --node ps0
-	awk -v s=$seg -v n=$((a1 - a0)) -v t="$T" -v d="$drop_pps" \
-		'BEGIN { printf "%-8s %-22s %12.0f %8.2f\n", s, "agg_xdp", n / t, n / t / d }'
-	# user space
+	awk -v n=$((r_a1 - r_a0)) -v t="$T" 'BEGIN { printf "%.0f", n / t }'
+}
+rate_uagg() {	# packets/s the user-space aggregator adds
 	vcluster_run ps0 uagg "$tmp/plan.$seg" ps0 $((T + 1)) >"$tmp/uagg" &
 	sleep 0.5
 	vcluster_run w0 blast "$tmp/plan.$seg" w0 ps0 "$T" >/dev/null
 	wait
-	awk -v s=$seg -v n="$(cat "$tmp/uagg")" -v t="$T" -v d="$drop_pps" \
-		'BEGIN { printf "%-8s %-22s %12.0f %8.2f\n", s, "user-space recvmmsg", n / t, n / t / d }'
+	awk -v n="$(cat "$tmp/uagg")" -v t="$T" 'BEGIN { printf "%.0f", n / t }'
+}
+ROUNDS=${BENCH_ROUNDS:-3}
+echo "aggregation rate: one sender (w0) to ps0 for $T s; w1 never sends, so"
+echo "every packet is aggregated into a slot and none completes; the median"
+echo "of $ROUNDS rounds, each measuring the four receivers in turn"
+printf '%-8s %-22s %12s %8s\n' segment receiver packets/s vs_drop
+for seg in 128 2048 16368; do
+	agg-plan -s ps --segment $seg --size 64M "$tmp/rate.txt" >"$tmp/plan.$seg"
+	: >"$tmp/r.drop"; : >"$tmp/r.copy"; : >"$tmp/r.agg"; : >"$tmp/r.uagg"
+	r=0
+	while [ $r -lt "$ROUNDS" ]; do
+		counted drop >>"$tmp/r.drop"; echo >>"$tmp/r.drop"
+		counted copy >>"$tmp/r.copy"; echo >>"$tmp/r.copy"
+		rate_agg >>"$tmp/r.agg"; echo >>"$tmp/r.agg"
+		rate_uagg >>"$tmp/r.uagg"; echo >>"$tmp/r.uagg"
+		r=$((r + 1))
+	done
+	d=$(med "$tmp/r.drop")
+	for x in "drop xdp_drop" "copy xdp_copy (read it all)" "agg agg_xdp" \
+		 "uagg user-space recvmmsg"; do
+		awk -v s=$seg -v name="${x#* }" -v n="$(med "$tmp/r.${x%% *}")" -v d="$d" \
+			'BEGIN { printf "%-8s %-22s %12.0f %8.2f\n", s, name, n, n / d }'
+	done
 done
 vcluster_down
 echo
