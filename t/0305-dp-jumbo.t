@@ -8,7 +8,7 @@ test_description='the data plane with jumbo segments: slots in chunks'
 
 test_require ROOT,NETNS,BPF "XDP on namespaces needs root and bpffs"
 
-# A slot is cut into chunks of at most 1024 values (agg-wire(7), "Slots"):
+# A slot is cut into chunks of at most 1024 values (agg-wire(7), "Aggregation"):
 # 16368 values, the largest IPv4 packet, make 16 chunks of 1023 (1024
 # accumulators: a multiple of 4); 2050
 # make 3 of 684, the last one short (682).  The ALEPH testbed of t/0300,
