@@ -164,11 +164,11 @@ int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 		agg_check_live_close(c);
 		return err;
 	}
-	c->nslots = info.max_entries;	/* checked below: nslots x nchunks */
-	c->vsize = info.value_size;
-	if (c->nslots != n->l.nslots * n->l.nchunks || c->vsize != agg_slot_size(&n->l)) {
-		snprintf(why, whylen, "%s/slots: %u entries of %zu bytes, the plan makes %u of %zu",
-			 n->dir, c->nslots, c->vsize, n->l.nslots * n->l.nchunks,
+	/* One entry per chunk of every slot (agg.h, "slots"). */
+	if (info.max_entries != n->l.nslots * n->l.nchunks ||
+	    info.value_size != agg_slot_size(&n->l)) {
+		snprintf(why, whylen, "%s/slots: %u entries of %u bytes, the plan makes %u of %zu",
+			 n->dir, info.max_entries, info.value_size, n->l.nslots * n->l.nchunks,
 			 agg_slot_size(&n->l));
 		agg_check_live_close(c);
 		return -EIO;

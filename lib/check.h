@@ -59,7 +59,6 @@ struct agg_check_live {
 	struct agg_tree_info *ti;	/* per tree, from the "trees" map */
 	struct agg_slot *slot;		/* headers of the pool, agg_check_live_read */
 	uint32_t nslots;
-	size_t vsize;
 };
 
 /* Open the node's "slots", "trees" and "progress" maps; 0 or -errno (why). */

@@ -370,25 +370,24 @@ int agg_stat_trees_read(const struct agg_stat_node *n, struct agg_tree_info *ti)
 int agg_stat_slot_read(const struct agg_stat_node *n, const struct agg_tree_info *ti,
 		       uint32_t i, struct agg_stat_slot *s)
 {
-	struct agg_slot slot, *v = &slot;
+	struct agg_slot v;
 	int err;
 
 	memset(s, 0, sizeof(*s));
 	s->index = i;
-	err = agg_slot_read(n->fd_slots, &n->l, i, v);
+	err = agg_slot_read(n->fd_slots, &n->l, i, &v);
 	if (err)
-		goto out;
-	s->ver = v->ver;
-	s->seg = v->seg;
-	s->done = v->done;
-	s->op = v->op;
-	s->bitmap = v->bitmap;
+		return err;
+	s->ver = v.ver;
+	s->seg = v.seg;
+	s->done = v.done;
+	s->op = v.op;
+	s->bitmap = v.bitmap;
 	if (s->ver) {
 		s->tree = agg_plan_seg_tree(&n->plan, s->seg);
 		s->expect = ti[s->tree].expect;
 	}
-out:
-	return err;
+	return 0;
 }
 
 void agg_stat_bits_names(const struct agg_stat_node *n, const struct agg_tree_info *ti,
