@@ -271,21 +271,20 @@ static __always_inline __u32 slot_of(__u32 iter, __u32 seg)
 #define FINAL(k) (s->acc[k] > AGG_SUM_LIMIT ? AGG_POISON_HI : (__s32)s->acc[k])
 
 /* The slot's final values into buf; nonzero if one of the first n (the
- * real ones) is a saturated sum. */
+ * real ones) is a saturated sum.  One value a step: it runs once per
+ * segment, and with four a step the verifier took 569K steps for the
+ * program at segment 16368 instead of 143K. */
 static __always_inline __u32 finish(struct agg_slot *s, __s32 *buf, __u32 n)
 {
 	__u32 cap = cfg_chunk_cap;
 	__u64 sat = 0;
 
 #pragma clang loop unroll(disable)
-	for (__u32 i = 0; i < AGG_CHUNK; i += 4) {
+	for (__u32 i = 0; i < AGG_CHUNK; i++) {
 		if (i >= cap)
 			break;
-		sat |= SAT(i, n) | SAT(i + 1, n) | SAT(i + 2, n) | SAT(i + 3, n);
+		sat |= SAT(i, n);
 		buf[i] = FINAL(i);
-		buf[i + 1] = FINAL(i + 1);
-		buf[i + 2] = FINAL(i + 2);
-		buf[i + 3] = FINAL(i + 3);
 	}
 	return sat != 0;
 }
