@@ -9,7 +9,11 @@
 #  2. allreduce: time and bus bandwidth (nccl-tests: 2(n-1)/n x bytes /
 #     time) of agg among 4 and 8 workers for 10 MB and 100 MB, against
 #     Gloo's ring allreduce on the same namespaces when python3-torch is
-#     installed; CPU seconds of the whole machine during each.
+#     installed; CPU seconds of the whole machine during each; and the
+#     floor: the allreduce's packets (n x size up, n x size down, in full
+#     segments) at part 1's XDP_DROP rate, spread over every core, which
+#     is what moving those bytes through these veths costs before any
+#     aggregation, quantization or file.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 AGG_SRC=$(cd "$here/.." && pwd)
@@ -74,7 +78,9 @@ echo "aggregation rate: one sender (w0) to ps0 for $T s; w1 never sends, so"
 echo "every packet is aggregated into a slot and none completes; the median"
 echo "of $ROUNDS rounds, each measuring the four receivers in turn"
 printf '%-8s %-22s %12s %8s\n' segment receiver packets/s vs_drop
-for seg in 128 2048 16368; do
+segs="128 2048 16368"
+case " $segs " in *" $AR_SEG "*) ;; *) segs="$segs $AR_SEG" ;; esac
+for seg in $segs; do
 	agg-plan -s ps --segment $seg --size 64M "$tmp/rate.txt" >"$tmp/plan.$seg"
 	: >"$tmp/r.drop"; : >"$tmp/r.copy"; : >"$tmp/r.agg"; : >"$tmp/r.uagg"
 	r=0
@@ -86,6 +92,7 @@ for seg in 128 2048 16368; do
 		r=$((r + 1))
 	done
 	d=$(med "$tmp/r.drop")
+	eval "drop_pps_$seg=$d"
 	for x in "drop xdp_drop" "copy xdp_copy (read it all)" "agg agg_xdp" \
 		 "uagg user-space recvmmsg"; do
 		awk -v s=$seg -v name="${x#* }" -v n="$(med "$tmp/r.${x%% *}")" -v d="$d" \
@@ -105,7 +112,9 @@ echo "agg-send on every worker until all results are written (/dev/shm);"
 echo "send_s: the slowest agg-send's own time from its input in memory to"
 echo "every result on its node (no process start, no file I/O), as Gloo's is;"
 echo "agg: agg-recv replaces FILE through a temporary file (the default),"
-echo "agg-ip: agg-recv --in-place rewrites FILE's own pages"
+echo "agg-ip: agg-recv --in-place rewrites FILE's own pages;"
+echo "floor: the allreduce's packets at the XDP_DROP rate of segment $AR_SEG"
+echo "above, on all $(nproc) cores: moving the bytes, no aggregation, no files"
 printf '%-8s %-6s %-6s %9s %10s %9s %9s %10s\n' workers size impl seconds busbw_GB/s cpu_s send_s send_busbw
 for n in 4 8; do
 	{
@@ -146,6 +155,10 @@ for n in 4 8; do
 				'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f %9.3f %10.3f\n", n, l, i, t, 2 * (n - 1) / n * b / t / 1e9, c, s, 2 * (n - 1) / n * b / s / 1e9 }'
 		done
 		rm -rf "$shm"
+		eval "d=\$drop_pps_$AR_SEG"
+		awk -v n=$n -v l=$label -v b=$size -v seg=$AR_SEG -v d="$d" -v ncpu="$(nproc)" 'BEGIN {
+			pk = 2 * n * int((b / 4 + seg - 1) / seg); c = pk / d; t = c / ncpu
+			printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f\n", n, l, "floor", t, 2 * (n - 1) / n * b / t / 1e9, c }'
 		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done
 		if [ -n "$gloo" ]; then
 			pids=; r=0
