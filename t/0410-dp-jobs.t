@@ -100,15 +100,31 @@ test_expect_success 'agg-load killed at any point: running it again leaves a wor
 	for h in $(vcluster_hosts); do
 		vcluster_run $h agg-load plan1.txt || return 1
 	done &&
-	i=0 &&
+	# how long one load takes here and now: the kills spread over 0 to
+	# 1.1 times that, so they hit every step (the longest ones may come
+	# after the load is done)
+	sed "s/ seed=[0-9]*/ seed=999/" plan1.txt >plan1k.txt &&
+	t0=$(date +%s%N) && vcluster_run c1 agg-load plan1k.txt &&
+	ms=$(( ($(date +%s%N) - t0) / 1000000 )) &&
+	i=0 killed=0 &&
 	while [ $i -lt 30 ]; do
 		# a new plan each time (another seed), so every run really loads
-		sed "s/ seed=[0-9]*/ seed=$i/" plan1.txt >plan1k.txt &&
-		{ vcluster_run c1 agg-load plan1k.txt 2>/dev/null & pid=$!; } &&
-		sleep 0.0$(( (i * 7) % 10 )) &&
+		sed "s/ seed=[0-9]*/ seed=$((1000 + i))/" plan1.txt >plan1k.txt &&
+		# not vcluster_run: $! must be agg-load itself (nsenter execs it),
+		# not a subshell whose death leaves agg-load running
+		{ nsenter --net=/var/run/netns/$(vcluster_ns c1) -- \
+			agg-load plan1k.txt 2>/dev/null & pid=$!; } &&
+		d=$(( ms * ((i * 7) % 12) / 10 )) &&
+		sleep $((d / 1000)).$(printf %03d $((d % 1000))) &&
 		kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+		[ $? != 137 ] || killed=$((killed + 1))
 		i=$((i + 1))
 	done &&
+	say "one load took $ms ms; $killed of 30 runs killed" &&
+	test $killed -gt 0 &&
+	# whatever the kills left (another plan, or none if a kill came
+	# between the old pins going and the new plan coming), plan1 loads
+	# again and then stands
 	vcluster_run c1 agg-load -j plan1.txt >again.json &&
 	jq -e ".action == \"loaded\" or .action == \"replaced\"" again.json >/dev/null &&
 	vcluster_run c1 agg-load -j plan1.txt >again2.json &&

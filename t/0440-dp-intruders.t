@@ -160,7 +160,8 @@ EOF_FLOOD
 test_expect_success 'three iterations while x floods: every one the clean run'"'"'s bits' '
 	for h in a c1; do agg-stat --node $h >flood.before.$h || return 1; done &&
 	specs=$(awk "{ print \$3 \",dst=\" \$1 }" flood.txt) &&
-	{ vcluster_run x pktfuzz send --plan plan.txt --duration 8 --rate 20000 $specs \
+	{ nsenter --net=/var/run/netns/$(vcluster_ns x) -- \
+		pktfuzz send --plan plan.txt --duration 8 --rate 20000 $specs \
 		>flood.sent 2>flood.err & } &&
 	flood=$! &&
 	test_when_finished "kill $flood 2>/dev/null || :" &&
