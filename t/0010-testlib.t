@@ -38,7 +38,7 @@ test_expect_success 'a failing test body is reported as not ok' '
 	test_expect_success "fails" "false"
 	test_done
 	INNER
-	! sh inner.t >out &&
+	! AGG_TEST_TMP=$PWD sh inner.t >out &&
 	grep "^not ok 1 - fails" out &&
 	grep "^1\.\.1" out
 '
@@ -51,7 +51,7 @@ test_expect_success 'a missing prerequisite skips with a TAP skip' '
 	test_expect_success NEVER "never runs" "false"
 	test_done
 	INNER
-	sh inner.t >out &&
+	AGG_TEST_TMP=$PWD sh inner.t >out &&
 	grep "^ok 1 # skip never runs (missing NEVER)" out
 '
 
@@ -62,7 +62,7 @@ test_expect_success 'return 1 fails a test and still runs its cleanup' '
 	test_expect_success "returns" "test_when_finished \"touch cleaned\"; for i in 1; do return 1; done"
 	test_done
 	INNER
-	! sh inner.t >out &&
+	! AGG_TEST_TMP=$PWD sh inner.t >out &&
 	grep "^not ok 1 - returns" out &&
 	test -e "$(sed -n "s/.*trash kept in //p" out)/cleaned"
 '

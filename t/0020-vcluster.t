@@ -36,10 +36,12 @@ test_expect_success 'every host reaches every other' '
 
 test_expect_success 'TCP works between two hosts' '
 	head -c 200000 /dev/urandom >payload &&
-	( vcluster_run w1 timeout 10 nc -l -p 7777 >received & ) &&
-	sleep 0.3 &&
+	{ nsenter --net=/var/run/netns/$(vcluster_ns w1) -- \
+		timeout 10 nc -l -p 7777 >received & } &&
+	srv=$! &&
+	vcluster_listening w1 tcp 7777 &&
 	vcluster_run w0 timeout 10 nc -N 10.90.0.2 7777 <payload &&
-	sleep 0.3 &&
+	wait $srv &&
 	cmp payload received
 '
 
@@ -89,7 +91,7 @@ test_expect_success 'a killed test leaves nothing behind' '
 	echo up
 	sleep 30
 	EOF_INNER
-	sh inner.t >out 2>&1 &
+	AGG_TEST_TMP=$PWD sh inner.t >out 2>&1 &
 	pid=$! &&
 	n=0 && until grep -q "^up" out || test $n -gt 100; do sleep 0.1; n=$((n+1)); done &&
 	ip netns list | grep -q "^aggk$$-" &&

@@ -93,14 +93,24 @@ test_expect_success 'a gradient of the wrong length is bad input (exit 2), nothi
 test_expect_success 'ordinary traffic passes: ICMP, TCP and other UDP' '
 	vcluster_run c1 ping -c 2 -i 0.2 -W 2 -q 10.90.0.1 >/dev/null &&
 	head -c 100000 /dev/urandom >payload &&
-	( vcluster_run a timeout 10 nc -l -p 7777 >tcp.out & ) &&
-	( vcluster_run a timeout 5 nc -u -l -p 9998 >udp.out & ) &&
-	sleep 0.3 &&
+	# not vcluster_run: $! must be timeout, which nsenter execs
+	{ nsenter --net=/var/run/netns/$(vcluster_ns a) -- \
+		timeout 10 nc -l -p 7777 >tcp.out & } &&
+	tcp=$! &&
+	{ nsenter --net=/var/run/netns/$(vcluster_ns a) -- \
+		timeout 30 nc -u -l -p 9998 >udp.out & } &&
+	udp=$! &&
+	test_when_finished "kill $udp 2>/dev/null || :" &&
+	vcluster_listening a tcp 7777 && vcluster_listening a udp 9998 &&
 	vcluster_run c1 timeout 10 nc -N 10.90.0.1 7777 <payload &&
-	echo hello-udp | vcluster_run c1 timeout 2 nc -u -w 1 10.90.0.1 9998 &&
-	sleep 0.3 &&
+	wait $tcp &&
 	cmp payload tcp.out &&
-	grep hello-udp udp.out
+	echo hello-udp | vcluster_run c1 timeout 10 nc -u -w 1 10.90.0.1 9998 &&
+	n=0 &&
+	until grep -q hello-udp udp.out; do
+		n=$((n + 1)) && test $n -lt 200 || return 1
+		sleep 0.05
+	done
 '
 
 test_expect_success 'agg-load of the same plan is a no-op; another plan replaces it' '
@@ -142,12 +152,16 @@ test_expect_success 'agg-load --unload leaves no program, link, map or pin behin
 	dp_unload &&
 	test_must_fail test -e $AGG_PIN_DIR/1 &&
 	test_must_fail test -e $AGG_PIN_DIR/dev &&
-	sleep 0.5 &&
-	bpftool -j prog show | jq ".[].id" >progs.after &&
-	bpftool -j link show | jq ".[].id" >links.after &&
-	bpftool -j map show | jq ".[].id" >maps.after &&
-	! grep -Fxf progs progs.after && ! grep -Fxf links links.after &&
-	! grep -Fxf maps maps.after &&
+	# the kernel frees them asynchronously (RCU, a workqueue): up to 30 s
+	n=0 &&
+	until bpftool -j prog show | jq ".[].id" >progs.after &&
+	      bpftool -j link show | jq ".[].id" >links.after &&
+	      bpftool -j map show | jq ".[].id" >maps.after &&
+	      ! grep -Fxf progs progs.after && ! grep -Fxf links links.after &&
+	      ! grep -Fxf maps maps.after; do
+		n=$((n + 1)) && test $n -lt 300 || return 1
+		sleep 0.1
+	done &&
 	for h in $(vcluster_hosts); do
 		vcluster_run $h ip link show dev eth0 >link.$h &&
 		! grep -q "prog/xdp" link.$h || return 1

@@ -11,6 +11,9 @@
 #   vcluster_port NAME               NAME's bridge-side port (in vcluster_brns)
 #   vcluster_brns                    the bridge's namespace
 #   vcluster_hosts                   the host names, one per line
+#   vcluster_listening NAME tcp|udp PORT
+#                                    wait (up to 30 s) until a socket of
+#                                    host NAME listens on PORT
 #   vcluster_shape                   limit every host to its bw= in both
 #                                    directions (HTB; IFB for the upload)
 #   vcluster_down                    remove everything vcluster_up made
@@ -39,6 +42,15 @@ vcluster_port() { eval "echo \${$(vcluster_var_ "$1")}"; }
 vcluster_run() {
 	vc_ns=$(vcluster_ns "$1"); shift
 	nsenter --net="/var/run/netns/$vc_ns" -- "$@"
+}
+
+vcluster_listening() {
+	vc_i=0
+	until vcluster_run "$1" ss -Hln --"$2" "sport = :$3" | grep -q .; do
+		vc_i=$((vc_i + 1))
+		[ $vc_i -lt 600 ] || { echo "nothing listens on $2 port $3 of $1"; return 1; }
+		sleep 0.05
+	done
 }
 
 vcluster_down() {
