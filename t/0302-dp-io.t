@@ -79,6 +79,7 @@ test_expect_success 'standard output into a pipe, a FIFO, /dev/null: the same bi
 	dp_inputs 3 &&
 	mkfifo fifo &&
 	{ cat fifo >fifo.out & } && reader=$! &&
+	test_when_finished "kill $reader 2>/dev/null || :" &&
 	RECV_w1="R | cat >pipe.out" RECV_w2="R fifo" RECV_w3= &&
 	io_allreduce 3 &&
 	wait $reader &&
@@ -167,9 +168,16 @@ test_expect_success 'a wrong length is bad input (exit 2), file or pipe, with th
 # values once every worker's exponents are in (w2 and w3 start later).
 test_expect_success 'a FILE truncated while agg-send runs: exit 2, said so' '
 	cp in.5.w1 trunc || return 1
+	added() { agg-stat --node ps0 | awk "\$1 == \"added\" { print \$2 }"; } &&
+	before=$(added) &&
 	{ vcluster_run w1 agg-send --iter 10 --timeout 5 trunc 2>err.w1 & } &&
 	pid=$! &&
-	sleep 0.5 &&
+	# w1 has read FILE once: its exponents are in at ps0
+	n=0 &&
+	until [ $(added) -gt $before ]; do
+		n=$((n + 1)) && test $n -lt 600 || return 1
+		sleep 0.05
+	done &&
 	: >trunc &&
 	{ vcluster_run w2 agg-send --iter 10 --timeout 2 in.5.w2 2>/dev/null & } &&
 	p2=$! &&

@@ -24,21 +24,38 @@ T=4	# every tool's --timeout
 
 now() { date +%s.%N; }
 
+# stored HOST: result segments stored on HOST so far (agg-send's own
+# counters come only at its end; a result means every worker sent)
+stored() {
+	agg-stat --node $1 | awk '$1 == "stored" { print $2 }'
+}
+
 # stall ITER VICTIM ACTION: agg-recv and agg-send on every worker, ACTION
-# (a shell command) once they run; then every agg-recv but the victim's
-# must exit 1 within T (+1 s for a busy machine).
+# (a shell command; $vpid is the victim's agg-send) once a result of
+# the iteration is back at the victim; then every agg-recv but the
+# victim's must exit 1 within T (+1 s for a busy machine).
 stall() {
 	it=$1 victim=$2 action=$3
 	dp_inputs $it &&
-	pids= &&
+	pids= vpid= &&
 	for w in $(dp_workers); do
 		vcluster_run $w agg-recv --iter $it --timeout $T out.$it.$w 2>recv.$it.$w &
 		pids="$pids $w:$!"
 	done &&
+	before=$(stored $victim) &&
 	for w in $(dp_workers); do
-		vcluster_run $w agg-send --iter $it --timeout $T in.$it.$w 2>send.$it.$w &
+		# not vcluster_run: $! must be agg-send itself (nsenter execs it)
+		nsenter --net=/var/run/netns/$(vcluster_ns $w) -- \
+			agg-send --iter $it --timeout $T in.$it.$w 2>send.$it.$w &
+		[ $w != $victim ] || vpid=$!
 	done &&
-	sleep 0.2 && t0=$(now) && eval "$action" &&
+	n=0 &&
+	until [ $(stored $victim) -gt $before ]; do
+		n=$((n + 1))
+		test $n -lt 600 || { echo "no result at $victim"; return 1; }
+		sleep 0.05
+	done &&
+	t0=$(now) && eval "$action" &&
 	for wp in $pids; do
 		w=${wp%:*} p=${wp#*:}
 		wait $p; rc=$?
@@ -59,7 +76,7 @@ test_expect_success 'setup: the ALEPH plan on 9 hosts, 4M float32' '
 
 test_expect_success 'a leaf killed mid-iteration: every other agg-recv exits 1 in time naming it' '
 	parent=$(awk "\$1 == \"edge\" && \$3 == \"c3\" { print \$4 }" plan.txt) &&
-	stall 1 c3 "pkill -9 -f \"agg-send --iter 1 .*in.1.c3\"" &&
+	stall 1 c3 "kill -9 \$vpid" &&
 	for w in $(dp_workers); do
 		test $w = c3 && continue
 		grep "iteration 1: [0-9]* of 31250 result segments missing after $T s (wire segments [0-9,-]*31494[;)]" recv.1.$w &&
@@ -70,7 +87,7 @@ test_expect_success 'a leaf killed mid-iteration: every other agg-recv exits 1 i
 '
 
 test_expect_success "an aggregator's own agg-send killed: it is named for its own contribution" '
-	stall 2 a "pkill -9 -f \"agg-send --iter 2 .*in.2.a\"" &&
+	stall 2 a "kill -9 \$vpid" &&
 	for w in $(dp_workers); do
 		test $w = a && continue
 		grep "held up by a (its own contribution to segment [0-9]* is not in)" recv.2.$w ||
