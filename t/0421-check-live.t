@@ -133,7 +133,9 @@ test_expect_success 'results lost on the way to one worker: it names them, the o
 	test_when_finished "tc -n $(vcluster_brns) qdisc del dev $(vcluster_port c1) clsact" &&
 	pids= &&
 	for w in $(dp_workers); do
-		to=10; test $w = c1 && to=1
+		# c1 times out (its results are dropped), but not before c2
+		# and c3 have started and sent their exponents
+		to=10; test $w = c1 && to=3
 		vcluster_run $w agg-send --iter 3 --timeout $to in.3.$w 2>send.3.$w &
 		eval "pid_$w=\$!"
 	done &&
@@ -152,7 +154,7 @@ test_expect_success 'results lost on the way to one worker: it names them, the o
 
 test_expect_success '--request gets them from the parent: exit 0, and agg-recv has the iteration' '
 	served=$(stat_of a served) &&
-	ck c1 --request >req.out &&
+	ck c1 --request --timeout 10 >req.out &&
 	cat req.out &&
 	grep -x "request node=c1 iter=3 requested=4 op=sum arrived=4 still_missing=0" req.out &&
 	grep "^summary node=c1 iter=3 .* results_missing=0 superseded=0 signal=yes ok=yes" req.out &&
