@@ -174,8 +174,7 @@ int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 		return -EIO;
 	}
 	c->ti = calloc(n->plan.ntrees, sizeof(*c->ti));
-	c->nslots = n->l.nslots;
-	c->slot = calloc(c->nslots, sizeof(*c->slot));
+	c->slot = calloc(n->l.nslots, sizeof(*c->slot));
 	if (!c->ti || !c->slot) {
 		snprintf(why, whylen, "out of memory");
 		agg_check_live_close(c);
@@ -196,7 +195,7 @@ int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 
 int agg_check_live_read(struct agg_check_live *c)
 {
-	for (uint32_t i = 0; i < c->nslots; i++) {
+	for (uint32_t i = 0; i < c->n->l.nslots; i++) {
 		int err = agg_slot_read(c->fd_slots, &c->n->l, i, &c->slot[i]);
 
 		if (err)
@@ -233,7 +232,7 @@ bool agg_check_newest(const struct agg_check_live *c, uint32_t *iter)
 {
 	uint32_t best = 0;
 
-	for (uint32_t i = 0; i < c->nslots; i++)
+	for (uint32_t i = 0; i < c->n->l.nslots; i++)
 		if (c->slot[i].ver > best)
 			best = c->slot[i].ver;
 	if (is_worker(c))
@@ -251,7 +250,7 @@ enum agg_seg_state agg_check_seg(const struct agg_check_live *c, uint32_t iter,
 {
 	const struct agg_layout *l = &c->n->l;
 	unsigned t = agg_plan_seg_tree(&c->n->plan, seg);
-	uint32_t ver = iter + 1, si = ((uint64_t)iter * l->nsegs + seg) % c->nslots;
+	uint32_t ver = iter + 1, si = ((uint64_t)iter * l->nsegs + seg) % l->nslots;
 	const struct agg_slot *s = &c->slot[si];
 
 	*slot = NULL;

@@ -57,8 +57,7 @@ struct agg_check_live {
 	const struct agg_node *n;
 	int fd_slots, fd_trees, fd_progress;
 	struct agg_tree_info *ti;	/* per tree, from the "trees" map */
-	struct agg_slot *slot;		/* headers of the pool, agg_check_live_read */
-	uint32_t nslots;
+	struct agg_slot *slot;		/* headers of the pool (n->l.nslots), agg_check_live_read */
 };
 
 /* Open the node's "slots", "trees" and "progress" maps; 0 or -errno (why). */
