@@ -168,13 +168,12 @@ test_expect_success 'a wrong length is bad input (exit 2), file or pipe, with th
 # values once every worker's exponents are in (w2 and w3 start later).
 test_expect_success 'a FILE truncated while agg-send runs: exit 2, said so' '
 	cp in.5.w1 trunc || return 1
-	added() { agg-stat --node ps0 | awk "\$1 == \"added\" { print \$2 }"; } &&
-	before=$(added) &&
+	before=$(dp_stat ps0 added) &&
 	{ vcluster_run w1 agg-send --iter 10 --timeout 5 trunc 2>err.w1 & } &&
 	pid=$! &&
 	# w1 has read FILE once: its exponents are in at ps0
 	n=0 &&
-	until [ $(added) -gt $before ]; do
+	until [ $(dp_stat ps0 added) -gt $before ]; do
 		n=$((n + 1)) && test $n -lt 600 || return 1
 		sleep 0.05
 	done &&

@@ -24,15 +24,10 @@ T=4	# every tool's --timeout
 
 now() { date +%s.%N; }
 
-# stored HOST: result segments stored on HOST so far (agg-send's own
-# counters come only at its end; a result means every worker sent)
-stored() {
-	agg-stat --node $1 | awk '$1 == "stored" { print $2 }'
-}
-
 # stall ITER VICTIM ACTION: agg-recv and agg-send on every worker, ACTION
 # (a shell command; $vpid is the victim's agg-send) once a result of
-# the iteration is back at the victim; then every agg-recv but the
+# the iteration is stored at the victim (agg-send's own counters come only
+# at its end; a result means every worker sent); then every agg-recv but the
 # victim's must exit 1 within T (+1 s for a busy machine).
 stall() {
 	it=$1 victim=$2 action=$3
@@ -42,7 +37,7 @@ stall() {
 		vcluster_run $w agg-recv --iter $it --timeout $T out.$it.$w 2>recv.$it.$w &
 		pids="$pids $w:$!"
 	done &&
-	before=$(stored $victim) &&
+	before=$(dp_stat $victim stored) &&
 	for w in $(dp_workers); do
 		# not vcluster_run: $! must be agg-send itself (nsenter execs it)
 		nsenter --net=/var/run/netns/$(vcluster_ns $w) -- \
@@ -50,7 +45,7 @@ stall() {
 		[ $w != $victim ] || vpid=$!
 	done &&
 	n=0 &&
-	until [ $(stored $victim) -gt $before ]; do
+	until [ $(dp_stat $victim stored) -gt $before ]; do
 		n=$((n + 1))
 		test $n -lt 600 || { echo "no result at $victim"; return 1; }
 		sleep 0.05

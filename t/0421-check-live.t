@@ -26,9 +26,6 @@ ck() {
 field() {
 	sed -n "s/^summary .* $1=\([^ ]*\).*/\1/p" "$2"
 }
-stat_of() {	# stat_of NODE COUNTER
-	agg-stat --node "$1" | awk -v k="$2" '$1 == k { print $2 }'
-}
 
 test_expect_success 'setup: 4000 float32 values (33 wire segments), loaded on 5 hosts' '
 	agg-plan --size 16000 hosts.txt >plan.txt &&
@@ -97,10 +94,10 @@ test_expect_success 'workers name the results they miss as ranges; --iter picks 
 '
 
 test_expect_success '--request for segments the parent has not finished: pending, nothing comes' '
-	before=$(stat_of a pending) &&
+	before=$(dp_stat a pending) &&
 	test_expect_code 1 ck c1 --iter 2 --request --timeout 0.3 >req.out &&
 	grep -x "request node=c1 iter=2 requested=33 op=sum arrived=0 still_missing=33" req.out &&
-	after=$(stat_of a pending) &&
+	after=$(dp_stat a pending) &&
 	test $((after - before)) = 33
 '
 
@@ -153,12 +150,12 @@ test_expect_success 'results lost on the way to one worker: it names them, the o
 '
 
 test_expect_success '--request gets them from the parent: exit 0, and agg-recv has the iteration' '
-	served=$(stat_of a served) &&
+	served=$(dp_stat a served) &&
 	ck c1 --request --timeout 10 >req.out &&
 	cat req.out &&
 	grep -x "request node=c1 iter=3 requested=4 op=sum arrived=4 still_missing=0" req.out &&
 	grep "^summary node=c1 iter=3 .* results_missing=0 superseded=0 signal=yes ok=yes" req.out &&
-	test $(( $(stat_of a served) - served )) = 4 &&
+	test $(( $(dp_stat a served) - served )) = 4 &&
 	ck c1 &&
 	for w in $(dp_workers); do
 		vcluster_run $w agg-recv --iter 3 --timeout 2 out.3.$w || return 1

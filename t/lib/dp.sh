@@ -12,6 +12,7 @@
 #   DP_OP=max|min                the op of dp_allreduce and dp_check
 #   DP_JOB=J                     --job J for the tools (several jobs loaded)
 #   dp_unload                    agg-load --unload on every host
+#   dp_stat NODE COUNTER         NODE's COUNTER (agg-stat) now
 
 AGG_PIN_DIR=/sys/fs/bpf/aggt-$$
 PATH=${AGG_BUILD:-build}/t:$PATH
@@ -19,6 +20,10 @@ export AGG_PIN_DIR
 
 dp_plan_field() {
 	awk -v k="$1=" 'NR == 1 { for (i = 1; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1) }' "$DP_PLAN"
+}
+
+dp_stat() {
+	agg-stat ${DP_JOB:+--job $DP_JOB} --node "$1" | awk -v k="$2" '$1 == k { print $2 }'
 }
 
 dp_workers() {
