@@ -55,8 +55,11 @@ FUZZ_SRC   := $(sort $(wildcard t/fuzz/*.c))
 
 all: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS) $(TEST_BIN) $(BENCH_BIN)
 
-# Skeletons are generated headers, not intermediate files to delete.
-.SECONDARY: $(BPF_OBJ) $(BPF_SKEL)
+# Skeletons are generated headers, and the tools' objects are named by
+# their .d files once built: none is an intermediate file to delete (a
+# deleted object made the next make, t/0920's make install among them,
+# relink every tool under the tests running them).
+.SECONDARY: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS:%=%.o)
 
 build build/lib build/t build/fuzz build/bench:
 	$(Q)mkdir -p $@
