@@ -137,8 +137,10 @@ test_expect_success() {
 		echo "not ok $test_count - $1"
 		echo "$2" | sed 's/^/#	/'
 		if [ -z "$test_verbose" ] && [ -s "$TRASH_DIRECTORY/.out" ]; then
-			echo "# output:"
-			tail -n 40 "$TRASH_DIRECTORY/.out" | sed 's/^/#	/'
+			# on stderr too, which prove shows (CI's log), and kept
+			cp "$TRASH_DIRECTORY/.out" "$TRASH_DIRECTORY/.out.$test_count"
+			{ echo "# $test_name $test_count, output:"
+			  tail -n 40 "$TRASH_DIRECTORY/.out" | sed 's/^/#	/'; } | tee /dev/stderr
 		fi
 	fi
 }
