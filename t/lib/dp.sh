@@ -35,7 +35,8 @@ dp_setup() {
 	command -v test_atexit >/dev/null 2>&1 && test_atexit 'rm -rf "$AGG_PIN_DIR"'
 	vcluster_up "$1" "${3:-aggdp$$-}" || return 1
 	for dp_h in $(vcluster_hosts); do
-		vcluster_run "$dp_h" agg-load "$DP_PLAN" ||
+		# ARP on a machine loaded by other tests: 10 s, not 3
+		vcluster_run "$dp_h" agg-load --arp-timeout 10000 "$DP_PLAN" ||
 			{ echo "agg-load failed on $dp_h" >&2; return 1; }
 	done
 	DP_N=$(( $(dp_plan_field size) / 4 ))

@@ -180,7 +180,7 @@ vcluster_up() {
 		vc_t=0
 		until vcluster_run "$vc_n" cat /sys/class/net/eth0/operstate 2>/dev/null | grep -q up; do
 			vc_t=$((vc_t + 1))
-			[ $vc_t -lt 50 ] || vcluster_fail_ "eth0 of $vc_n never came up" || return 1
+			[ $vc_t -lt 300 ] || vcluster_fail_ "eth0 of $vc_n never came up" || return 1
 			sleep 0.1
 		done
 	done
