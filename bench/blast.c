@@ -68,8 +68,7 @@ int main(int argc, char **argv)
 		h->op = AGG_OP_SUM;
 		h->from = from;
 		h->job = p.job;
-		h->count = l.segment;
-		h->token = p.token;
+		h->token = agg_wire_token(&p);
 		for (uint32_t k = 0; k < l.segment; k++)
 			v[k] = (int32_t)(k * 7 + i);
 		iov[i].iov_base = h;

@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 			int from = -1;
 
 			if (msg[i].msg_len != len || h->magic != AGG_MAGIC || h->job != p.job ||
-			    h->token != p.token || h->count != l.segment || h->seg >= l.nsegs)
+			    h->token != agg_wire_token(&p) || h->flags || h->seg >= l.nsegs)
 				continue;
 			for (int k = 0; k < p.nnodes; k++)
 				if (p.node[k].addr.s_addr == addr[i].sin_addr.s_addr)

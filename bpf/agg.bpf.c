@@ -15,6 +15,10 @@
  *     delivered to agg-recv's UDP port (plan port + 1).
  * Everything that is not agg traffic for this node passes untouched.
  *
+ * Packets that XDP hands to TC carry what TC is to do in the XDP metadata
+ * (struct agg_tcmeta, with the load's random key), never in the packet, so
+ * nothing from the wire can make TC act.
+ *
  * TC ingress (agg_tc): a RESULT our XDP program flagged AGG_F_FANOUT is
  * copied to every child of its tree with bpf_clone_redirect (XDP can send
  * one frame per packet; a tree node has up to 63 children on one link);
@@ -50,6 +54,7 @@ const volatile __u32 cfg_nchunks = 1;	/* chunks per slot (agg.h "slots") */
 const volatile __u32 cfg_chunk = 128;	/* values per chunk: ceil(segment / nchunks) */
 const volatile __u32 cfg_chunk_cap = 128; /* accumulators per chunk: cfg_chunk up to x4 */
 const volatile __u32 cfg_period = 1;	/* entries of "segmap" */
+const volatile __u32 cfg_meta_key;	/* random per load: marks XDP -> TC metadata */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -136,8 +141,17 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, AGG_PROGRESS_SLOTS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct agg_progress);
 } progress SEC(".maps");
+
+/* The node's clock (struct agg_clock): the tools open iterations in it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct agg_clock);
+} clock SEC(".maps");
 
 /* The plan text the node was loaded with (agg-send, agg-recv read it). */
 struct {
@@ -215,9 +229,9 @@ static __always_inline int pkt_parse(struct xdp_md *ctx, struct pkt *p)
 	return 0;
 }
 
-/* Address the packet from us to node n, as type with flags. */
+/* Address the packet from us to node n, as type. */
 static __always_inline void pkt_address(struct pkt *p, const struct agg_node_info *n,
-					__u8 type, __u8 flags)
+					__u8 type)
 {
 	__builtin_memcpy(p->eth->h_dest, n->mac, ETH_ALEN);
 	p->eth->h_source[0] = cfg_mac[0];
@@ -234,14 +248,67 @@ static __always_inline void pkt_address(struct pkt *p, const struct agg_node_inf
 	p->udp->dest = bpf_htons(cfg_port);
 	p->udp->check = 0;	/* legal for IPv4; the stack's partial sum is not */
 	p->h->type = type;
-	p->h->flags = flags;
 	p->h->from = cfg_self;
 }
 
-/* (ver, seg) strictly newer than the slot's? */
-static __always_inline int newer(__u32 ver, __u32 seg, struct agg_slot *s)
+/* Pass the packet to our TC program with flags (AGG_F_*), in the metadata. */
+static __always_inline int to_tc(struct xdp_md *ctx, __u32 flags)
 {
-	return ver > s->ver || (ver == s->ver && seg > s->seg);
+	struct agg_tcmeta *m;
+
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*m)))
+		return XDP_ABORTED;
+	m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return XDP_ABORTED;
+	m->key = cfg_meta_key;
+	m->flags = flags;
+	return XDP_PASS;
+}
+
+/* (ver, seg) strictly newer than the slot's? */
+static __always_inline int newer(__u64 ver, __u32 seg, struct agg_slot *s)
+{
+	int c = agg_ver_cmp(ver, s->ver);
+
+	return c > 0 || (c == 0 && seg > s->seg);
+}
+
+/*
+ * May a packet of version v go on here?  0, or the drop counter: a run
+ * older than the node's (drop_run), or too far ahead of the node's clock
+ * (drop_ahead: a single packet must not move every slot out of reach of
+ * the workers).  A newer v moves the clock.
+ */
+static __always_inline int admit(__u64 v)
+{
+	__u32 zero = 0;
+	struct agg_clock *c = bpf_map_lookup_elem(&clock, &zero);
+	__u64 now;
+
+	if (!c)
+		return AGG_S_ERROR;
+	now = *(volatile __u64 *)&c->now;
+#pragma clang loop unroll(disable)
+	for (int i = 0; i < 4; i++) {
+		__u32 vr = agg_ver_run(v), nr = agg_ver_run(now);
+		__u64 prev;
+
+		if (agg_ver_cmp(v, now) <= 0)
+			return vr != nr ? AGG_S_DROP_RUN : 0;
+		if (vr == nr) {
+			/* 0: the run is open, no iteration seen yet */
+			if ((__u32)now && (__u32)v - (__u32)now > AGG_ITER_AHEAD)
+				return AGG_S_DROP_AHEAD;
+		} else if ((__u16)(vr - nr) > AGG_RUN_AHEAD) {
+			return AGG_S_DROP_AHEAD;
+		}
+		prev = __sync_val_compare_and_swap(&c->now, now, v);
+		if (prev == now)
+			return 0;
+		now = prev;	/* moved meanwhile: judge again */
+	}
+	return 0;
 }
 
 /*
@@ -267,16 +334,21 @@ static __always_inline __u32 slot_of(__u32 iter, __u32 seg)
 #define MIN_STEP(k) do { if (buf[k] < s->acc[k]) s->acc[k] = buf[k]; } while (0)
 /* Branch-free, or the verifier follows every path: whether value k of n
  * is a sum past the limit, and the value to send. */
-#define SAT(k, n) (((__u64)(AGG_SUM_LIMIT - s->acc[k]) >> 63) & ((__u64)((__s64)(k) - (n)) >> 63))
-#define FINAL(k) (s->acc[k] > AGG_SUM_LIMIT ? AGG_POISON_HI : (__s32)s->acc[k])
+#define SAT(k, n) ((((__u64)(AGG_SUM_LIMIT - s->acc[k]) | (__u64)(s->acc[k] + AGG_SUM_LIMIT)) >> 63) & \
+		   ((__u64)((__s64)(k) - (n)) >> 63))
+#define FINAL(k) (s->acc[k] > AGG_SUM_LIMIT ? AGG_POISON_HI : \
+		  s->acc[k] < -AGG_SUM_LIMIT ? lo : (__s32)s->acc[k])
 
 /* The slot's final values into buf; nonzero if one of the first n (the
- * real ones) is a saturated sum.  One value a step: it runs once per
- * segment, and with four a step the verifier took 569K steps for the
- * program at segment 16368 instead of 143K. */
+ * real ones) is a saturated sum.  A sum beyond +-2^30 in either direction
+ * is poison (the receiver's NaN); a min's own poison stays the low one.
+ * One value a step: it runs once per segment, and with four a step the
+ * verifier took 569K steps for the program at segment 16368 instead of
+ * 143K. */
 static __always_inline __u32 finish(struct agg_slot *s, __s32 *buf, __u32 n)
 {
 	__u32 cap = cfg_chunk_cap;
+	__s32 lo = s->op == AGG_OP_MIN ? AGG_POISON_LO : AGG_POISON_HI;
 	__u64 sat = 0;
 
 #pragma clang loop unroll(disable)
@@ -320,12 +392,12 @@ enum { AGG_NEW = 0x100, AGG_COMPLETE, AGG_SERVE };
  * last chunk is the last contributor everywhere: it sends the aggregate on.
  */
 __attribute__((noinline))
-int chunk_add(struct xdp_md *ctx, __u32 how, __u32 ver, __u32 seg, __u64 expect)
+int chunk_add(struct xdp_md *ctx, __u32 how, __u64 ver, __u32 seg, __u64 expect)
 {
 	__u32 c = how & 0xff, op = (how >> 8) & 0xff, bit = (how >> 16) & 63;
 	__u32 request = how >> 24, zero = 0, n = chunk_len(c), len = cfg_chunk;
 	__u32 cap = cfg_chunk_cap;
-	__u32 key = slot_of(ver - 1, seg) * cfg_nchunks + c;
+	__u32 key = slot_of(agg_ver_iter(ver), seg) * cfg_nchunks + c;
 	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
 	struct agg_slot *s = bpf_map_lookup_elem(&slots, &key);
 	__s32 *buf = bpf_map_lookup_elem(&scratch, &zero);
@@ -388,8 +460,8 @@ int chunk_add(struct xdp_md *ctx, __u32 how, __u32 ver, __u32 seg, __u64 expect)
 			v = AGG_S_PENDING;
 		} else if (s->ver == ver && !s->done) {
 			/* The same iteration's older segment unfinished: the
-			 * sender overran the window.  A newer iteration
-			 * abandons it. */
+			 * sender overran the window.  A newer iteration or
+			 * run abandons it. */
 			v = AGG_S_DROP_BUSY;
 		} else {
 			s->ver = ver;
@@ -425,9 +497,9 @@ int chunk_add(struct xdp_md *ctx, __u32 how, __u32 ver, __u32 seg, __u64 expect)
  * -1 if the slot no longer holds (ver, seg) finished (a restarted job
  * reused it: never send a mix) or the packet is too short. */
 __attribute__((noinline))
-int chunk_finish(struct xdp_md *ctx, __u32 c, __u32 ver, __u32 seg)
+int chunk_finish(struct xdp_md *ctx, __u32 c, __u64 ver, __u32 seg)
 {
-	__u32 key = slot_of(ver - 1, seg) * cfg_nchunks + c, zero = 0, n = chunk_len(c);
+	__u32 key = slot_of(agg_ver_iter(ver), seg) * cfg_nchunks + c, zero = 0, n = chunk_len(c);
 	__u32 len = cfg_chunk;
 	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
 	struct agg_slot *s = bpf_map_lookup_elem(&slots, &key);
@@ -447,7 +519,7 @@ int chunk_finish(struct xdp_md *ctx, __u32 c, __u32 ver, __u32 seg)
 }
 
 /* Is the slot's last chunk finished with (ver, seg)? */
-static __always_inline int slot_done(__u32 si, __u32 ver, __u32 seg)
+static __always_inline int slot_done(__u32 si, __u64 ver, __u32 seg)
 {
 	__u32 key = si * cfg_nchunks + cfg_nchunks - 1;
 	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
@@ -462,10 +534,29 @@ static __always_inline int slot_done(__u32 si, __u32 ver, __u32 seg)
 	return done;
 }
 
+/* Copy our stored result of seg, version ver, into the packet: 0, or -1
+ * when it is not (or no longer: a newer one is being written) that one. */
+static __always_inline int copy_result(struct xdp_md *ctx, __u32 seg, __u64 ver)
+{
+	struct agg_meta *m = bpf_map_lookup_elem(&meta, &seg);
+	void *res = bpf_map_lookup_elem(&results, &seg);
+	__u32 seq;
+
+	if (!m || !res)
+		return -1;
+	seq = *(volatile __u32 *)&m->seq;
+	if ((seq & 1) || m->ver != ver)
+		return -1;
+	if (bpf_xdp_store_bytes(ctx, VAL_OFF, res, cfg_segment * 4))
+		return -1;
+	return __sync_fetch_and_add(&m->seq, 0) == seq ? 0 : -1;
+}
+
 static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 				     struct agg_tree_info *ti, __u32 bit)
 {
-	__u32 seg = h->seg, ver = h->iter + 1, op = h->op, from = h->from;
+	__u32 seg = h->seg, op = h->op, from = h->from;
+	__u64 ver = agg_ver(h->run, h->iter);
 	__u32 si = slot_of(h->iter, seg), request = h->type == AGG_T_REQUEST;
 	__u64 expect = ti->expect;
 	int first = AGG_S_ERROR, last = 0, what, sat = 0;
@@ -511,17 +602,14 @@ static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 		if (cfg_worker && from != cfg_self) {
 			/* An aggregator that has the result already answers its
 			 * child itself: no round trip to the root. */
-			struct agg_meta *m = bpf_map_lookup_elem(&meta, &seg);
-			void *res = bpf_map_lookup_elem(&results, &seg);
 			struct agg_node_info *n = bpf_map_lookup_elem(&nodes, &from);
 
-			if (m && res && n && m->ver == ver) {
-				if (bpf_xdp_store_bytes(ctx, VAL_OFF, res, cfg_segment * 4) ||
-				    pkt_parse(ctx, &p))
+			if (n && !copy_result(ctx, seg, ver)) {
+				if (pkt_parse(ctx, &p))
 					return XDP_ABORTED;
 				p.h->attempt = 0;
-				pkt_address(&p, n, AGG_T_RESULT, AGG_F_UP);
-				return XDP_PASS;
+				pkt_address(&p, n, AGG_T_RESULT);
+				return to_tc(ctx, AGG_F_UP);
 			}
 		}
 	}
@@ -550,9 +638,9 @@ static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 			return XDP_ABORTED;
 		/* Up through TC, not XDP_TX: on veth an XDP_TX frame skips the
 		 * qdisc and is dropped when the peer's ring is full. */
-		pkt_address(&p, n, AGG_T_DATA, AGG_F_UP);
+		pkt_address(&p, n, AGG_T_DATA);
 		count(AGG_S_FWD_UP);
-		return XDP_PASS;
+		return to_tc(ctx, AGG_F_UP);
 	}
 	if (what == AGG_SERVE) {
 		/* The root answers the child that asked, and only it. */
@@ -560,62 +648,79 @@ static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 
 		if (!n)
 			return XDP_ABORTED;
-		pkt_address(&p, n, AGG_T_RESULT, AGG_F_UP);
-		return XDP_PASS;
+		pkt_address(&p, n, AGG_T_RESULT);
+		return to_tc(ctx, AGG_F_UP);
 	}
 	/* The root: the aggregate is the result; TC copies it to the children. */
 	{
 		struct agg_node_info self = { .addr = cfg_self_addr };
 
-		pkt_address(&p, &self, AGG_T_RESULT, AGG_F_FANOUT);
+		pkt_address(&p, &self, AGG_T_RESULT);
 	}
-	return XDP_PASS;
+	return to_tc(ctx, AGG_F_FANOUT);
+}
+
+/* Count a stored data segment of version ver; 1 when it completes the
+ * iteration (the packet becomes the fetch signal). */
+static __always_inline int progress_add(__u64 ver)
+{
+	__u32 k = (__u32)ver % AGG_PROGRESS_SLOTS;
+	struct agg_progress *pg = bpf_map_lookup_elem(&progress, &k);
+	int done;
+
+	if (!pg)
+		return 0;
+	bpf_spin_lock(&pg->lock);
+	if (pg->ver != ver) {
+		pg->ver = ver;
+		pg->count = 0;
+	}
+	done = ++pg->count == cfg_nsegs - cfg_nexp;
+	bpf_spin_unlock(&pg->lock);
+	return done;
 }
 
 static __always_inline int result(struct xdp_md *ctx, struct agg_hdr *h,
 				  struct agg_tree_info *ti)
 {
-	__u32 seg = h->seg, ver = h->iter + 1, nkids = ti->nkids;
+	__u32 seg = h->seg, nkids = ti->nkids;
+	__u64 ver = agg_ver(h->run, h->iter);
 	int signal = 0;
 	struct pkt p;
 
 	if (cfg_worker) {
 		struct agg_meta *m = bpf_map_lookup_elem(&meta, &seg);
 		void *res = bpf_map_lookup_elem(&results, &seg);
-		__u32 old, pk = ver % AGG_PROGRESS_SLOTS;
-		__u64 *pg = bpf_map_lookup_elem(&progress, &pk);
+		__u32 seq;
+		int c, bad;
 
-		if (!m || !res || !pg)
+		if (!m || !res)
 			return drop(AGG_S_ERROR);
-		old = m->ver;
-		if (old > ver)
+		seq = *(volatile __u32 *)&m->seq;
+		c = agg_ver_cmp(ver, m->ver);
+		if (c < 0)
 			return drop(AGG_S_DROP_STALE);
-		if (old == ver) {
+		if (c == 0 && !(seq & 1)) {
 			/* Ours already; a resent result still goes on to
 			 * the children, one of which asked for it. */
 			if (!nkids)
 				return drop(AGG_S_DROP_DUP);
 			goto relay;
 		}
-		if (bpf_xdp_load_bytes(ctx, VAL_OFF, res, cfg_segment * 4))
-			return drop(AGG_S_DROP_MALFORMED);
-		m->op = h->op;
-		if (__sync_val_compare_and_swap(&m->ver, old, ver) != old)
+		/* The sequence lock: odd while we write; a reader that saw
+		 * it change drops what it read.  Another CPU writing (odd,
+		 * or the swap lost) has this result or a newer one. */
+		if ((seq & 1) || __sync_val_compare_and_swap(&m->seq, seq, seq + 1) != seq)
 			return drop(AGG_S_DROP_DUP);
+		bad = bpf_xdp_load_bytes(ctx, VAL_OFF, res, cfg_segment * 4);
+		m->ver = bad ? 0 : ver;
+		m->op = h->op;
+		__sync_fetch_and_add(&m->seq, 1);
+		if (bad)
+			return drop(AGG_S_DROP_MALFORMED);
 		count(AGG_S_STORED);
-		if (seg >= cfg_nexp) {
-			/* Count the iteration's data segments: (ver << 32) | n. */
-#pragma clang loop unroll(disable)
-			for (int i = 0; i < 16; i++) {
-				__u64 cur = *pg, nx;
-
-				nx = (cur >> 32) == ver ? cur + 1 : ((__u64)ver << 32) | 1;
-				if (__sync_val_compare_and_swap(pg, cur, nx) == cur) {
-					signal = (__u32)nx == cfg_nsegs - cfg_nexp;
-					break;
-				}
-			}
-		}
+		if (seg >= cfg_nexp)
+			signal = progress_add(ver);
 	} else {
 relay:
 		if (!nkids)
@@ -628,9 +733,8 @@ relay:
 	if (nkids) {
 		struct agg_node_info self = { .addr = cfg_self_addr };
 
-		pkt_address(&p, &self, AGG_T_RESULT,
-			    AGG_F_FANOUT | (signal ? AGG_F_SIGNAL : 0));
-		return XDP_PASS;
+		pkt_address(&p, &self, AGG_T_RESULT);
+		return to_tc(ctx, AGG_F_FANOUT | (signal ? AGG_F_SIGNAL : 0));
 	}
 	if (!signal)
 		return XDP_DROP;	/* stored */
@@ -646,10 +750,12 @@ static __always_inline int probe(struct xdp_md *ctx, struct agg_hdr *h,
 				 struct agg_tree_info *ti)
 {
 	/* The last chunk: the slot's state (agg.h, "slots"). */
-	__u32 seg = h->seg, ver = h->iter + 1;
+	__u32 seg = h->seg, zero = 0;
+	__u64 ver = agg_ver(h->run, h->iter);
 	__u32 key = slot_of(h->iter, seg) * cfg_nchunks + cfg_nchunks - 1;
 	struct agg_lock *lk = bpf_map_lookup_elem(&locks, &key);
 	struct agg_slot *s = bpf_map_lookup_elem(&slots, &key);
+	struct agg_clock *ck = bpf_map_lookup_elem(&clock, &zero);
 	struct agg_probe a = { .node = cfg_self, .expect = ti->expect };
 	struct agg_meta *m;
 	struct pkt p;
@@ -664,6 +770,8 @@ static __always_inline int probe(struct xdp_md *ctx, struct agg_hdr *h,
 		if (m)
 			a.result_ver = m->ver;
 	}
+	if (ck)
+		a.clock = ck->now;
 	bpf_spin_lock(&lk->lock);
 	a.slot_ver = s->ver;
 	a.slot_seg = s->seg;
@@ -709,21 +817,33 @@ int agg_xdp(struct xdp_md *ctx)
 	struct udphdr *udp = (void *)(ip + 1);
 	struct agg_hdr *h = (void *)(udp + 1);
 	struct agg_tree_info *ti;
+	struct agg_node_info *ni;
 	__u32 *idx, tree, bit, from, k, vals;
+	int why;
 
 	if ((void *)(udp + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) ||
 	    ip->ihl != 5 || ip->version != 4 || ip->protocol != IPPROTO_UDP ||
-	    (ip->frag_off & bpf_htons(0x3fff)) || udp->dest != bpf_htons(cfg_port) ||
-	    ip->daddr != cfg_self_addr) {
+	    (ip->frag_off & bpf_htons(0x3fff)) || udp->dest != bpf_htons(cfg_port)) {
+		count(AGG_S_OTHER);
+		return XDP_PASS;
+	}
+	if (ip->daddr != cfg_self_addr) {
+		/* Not ours; but an agg header with flags set is forged
+		 * whoever it is for: it must never reach a TC program. */
+		if ((void *)(h + 1) <= end && h->magic == AGG_MAGIC && h->flags) {
+			count(AGG_S_RX);
+			return drop(AGG_S_DROP_FLAGS);
+		}
 		count(AGG_S_OTHER);
 		return XDP_PASS;
 	}
 	count(AGG_S_RX);
 	if ((void *)(h + 1) > end)
 		return drop(AGG_S_DROP_MALFORMED);
+	if (h->magic == AGG_MAGIC && h->flags)
+		return drop(AGG_S_DROP_FLAGS);
 	vals = h->type == AGG_T_PROBE ? sizeof(struct agg_probe) : cfg_segment * 4;
-	if (h->magic != AGG_MAGIC || h->flags || h->op >= AGG_OP_COUNT ||
-	    h->count != (h->type == AGG_T_PROBE ? 0 : cfg_segment) || h->iter == 0xffffffff ||
+	if (h->magic != AGG_MAGIC || h->op >= AGG_OP_COUNT || h->iter == 0xffffffff ||
 	    bpf_ntohs(udp->len) != sizeof(*udp) + sizeof(*h) + vals ||
 	    bpf_ntohs(ip->tot_len) != sizeof(*ip) + sizeof(*udp) + sizeof(*h) + vals ||
 	    bpf_xdp_get_buff_len(ctx) < VAL_OFF + vals)
@@ -736,6 +856,11 @@ int agg_xdp(struct xdp_md *ctx)
 	from = h->from;
 	if (!idx || *idx != from)
 		return drop(AGG_S_DROP_MEMBER);
+	/* The source MAC too: an address alone is easy to claim on a segment. */
+	ni = bpf_map_lookup_elem(&nodes, &from);
+	if (!ni || *(__u32 *)ni->mac != *(__u32 *)eth->h_source ||
+	    *(__u16 *)&ni->mac[4] != *(__u16 *)&eth->h_source[4])
+		return drop(AGG_S_DROP_MAC);
 	if (h->seg >= cfg_nsegs)
 		return drop(AGG_S_DROP_SEG);
 	if (h->seg < cfg_nexp && h->op != AGG_OP_MAX)
@@ -750,6 +875,8 @@ int agg_xdp(struct xdp_md *ctx)
 		return drop(AGG_S_DROP_ROUTE);
 	if (h->attempt)
 		count(AGG_S_RETX);
+	if (h->type != AGG_T_PROBE && (why = admit(agg_ver(h->run, h->iter))))
+		return drop(why);
 
 	if (h->type == AGG_T_DATA || h->type == AGG_T_REQUEST) {
 		/* A map lookup, not a search: a searched bit would be a
@@ -778,7 +905,6 @@ int agg_xdp(struct xdp_md *ctx)
 #define IP_DADDR_OFF (sizeof(struct ethhdr) + __builtin_offsetof(struct iphdr, daddr))
 #define UDP_DPORT_OFF (sizeof(struct ethhdr) + sizeof(struct iphdr) + \
 		       __builtin_offsetof(struct udphdr, dest))
-#define FLAGS_OFF (HDR_OFF + __builtin_offsetof(struct agg_hdr, flags))
 
 static __always_inline void tc_count(__u32 what)
 {
@@ -794,30 +920,31 @@ int agg_tc(struct __sk_buff *skb)
 	struct iphdr *ip = data + sizeof(*eth);
 	struct udphdr *udp = (void *)(ip + 1);
 	struct agg_hdr *h = (void *)(udp + 1);
+	struct agg_tcmeta *m = (void *)(long)skb->data_meta;
 	struct agg_tree_info *ti;
-	__u32 tree, cur, nkids;
-	__u8 flags, zero = 0;
+	__u32 tree, cur, nkids, flags;
 	__u16 port;
 
+	/* Only what our XDP program marked: the metadata, which no packet
+	 * from the wire carries, with this load's key. */
+	if ((void *)(m + 1) > data || m->key != cfg_meta_key)
+		return TC_ACT_UNSPEC;	/* not ours: tcx runs the next program */
 	if ((void *)(h + 1) > end)
 		return TC_ACT_UNSPEC;
 	if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->protocol != IPPROTO_UDP ||
 	    udp->dest != bpf_htons(cfg_port) || h->magic != AGG_MAGIC ||
-	    !(h->flags & (AGG_F_FANOUT | AGG_F_UP)) || ip->saddr != cfg_self_addr ||
+	    !(m->flags & (AGG_F_FANOUT | AGG_F_UP)) || ip->saddr != cfg_self_addr ||
 	    h->from != cfg_self || h->job != cfg_job)
-		return TC_ACT_UNSPEC;	/* not ours: tcx runs the next program */
-	flags = h->flags;
-	if (flags & AGG_F_UP) {	/* addressed to the parent by XDP already */
-		bpf_skb_store_bytes(skb, FLAGS_OFF, &zero, 1, 0);
+		return TC_ACT_UNSPEC;
+	flags = m->flags;
+	if (flags & AGG_F_UP)	/* addressed to the parent by XDP already */
 		return bpf_redirect(cfg_ifindex, 0);
-	}
 	tree = h->tree;
 	cur = ip->daddr;
 	ti = bpf_map_lookup_elem(&trees, &tree);
 	if (!ti)
 		return TC_ACT_SHOT;
 	nkids = ti->nkids;
-	bpf_skb_store_bytes(skb, FLAGS_OFF, &zero, 1, 0);
 #pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < AGG_MAX_KIDS; i++) {
 		struct agg_node_info *n;

@@ -9,14 +9,19 @@
 #ifndef AGG_BPF_AGG_H
 #define AGG_BPF_AGG_H
 
+#include <linux/types.h>
+
+/* struct bpf_spin_lock for the programs; its layout for user space, which
+ * cannot include linux/bpf.h next to libpcap's pcap/bpf.h. */
 #ifdef __bpf__
-#include <linux/types.h>
+#include <linux/bpf.h>
+#define AGG_SPIN_LOCK	struct bpf_spin_lock
 #else
-#include <linux/types.h>
+#define AGG_SPIN_LOCK	struct { __u32 val; }
 #endif
 
-#define AGG_MAGIC		0xA9
-#define AGG_WIRE_VERSION	1
+#define AGG_MAGIC		0xAA	/* wire version 2 (0xA9 was version 1) */
+#define AGG_WIRE_VERSION	2
 
 /* hdr.type */
 enum {
@@ -36,26 +41,74 @@ enum {
 	AGG_OP_COUNT,
 };
 
-/* hdr.flags: set by the node's own XDP program for its TC program only;
- * a packet from the wire with any flag set is malformed. */
+/*
+ * What a node's XDP program hands its TC program, in the XDP metadata in
+ * front of the packet (bpf_xdp_adjust_meta), never in the packet: nothing
+ * from the wire can carry it.  key is a random number of the load, so TC
+ * also ignores metadata that another program left.
+ */
 #define AGG_F_FANOUT	0x01	/* TC: copy to every child of hdr.tree */
 #define AGG_F_SIGNAL	0x02	/* TC: then deliver as the fetch signal */
 #define AGG_F_UP	0x04	/* TC: send to the parent (addressed already) */
+
+struct agg_tcmeta {
+	__u32 key;		/* the load's cfg_meta_key */
+	__u32 flags;		/* AGG_F_* */
+};
 
 struct agg_hdr {
 	__u8 magic;		/* AGG_MAGIC */
 	__u8 type;		/* AGG_T_* */
 	__u8 op;		/* AGG_OP_* */
-	__u8 flags;		/* 0 on the wire */
+	__u8 flags;		/* 0: a packet with any bit set is dropped */
 	__u16 tree;		/* the plan tree this segment belongs to */
 	__u16 from;		/* sender's node index in the plan */
 	__u32 job;
-	__u32 iter;		/* the training iteration */
+	__u32 iter;		/* the training iteration (not 0xffffffff) */
 	__u32 seg;		/* wire segment: exponent segments first, then data */
-	__u16 count;		/* int32 values that follow (= plan segment; PROBE 0) */
+	__u16 run;		/* the run: a newer one supersedes (agg_ver) */
 	__u16 attempt;		/* 0: first transmission; n: the n-th resend */
-	__u64 token;		/* the plan's per-job token */
+	__u64 token;		/* the plan's wire token (agg_plan_wire_token) */
 } __attribute__((packed));
+
+/*
+ * Runs and iterations.  Every state that belongs to an iteration (a slot,
+ * a result, the node's clock) carries its version, agg_ver(run, iter):
+ * the run in the high 32 bits, iteration + 1 in the low ones, 0 for
+ * "never used".  Runs are 16-bit serial numbers (RFC 1982): run a is newer
+ * than run b when a - b mod 2^16 is below 2^15, so they may wrap; within a
+ * run, iterations compare as numbers.  A packet may move a node at most
+ * AGG_ITER_AHEAD iterations ahead of the newest one it has seen in the
+ * run, or at most AGG_RUN_AHEAD runs ahead (drop_ahead).
+ */
+#define AGG_ITER_AHEAD		1024
+#define AGG_RUN_AHEAD		1024
+
+static inline __u64 agg_ver(__u32 run, __u32 iter)
+{
+	return (__u64)(run & 0xffff) << 32 | (__u32)(iter + 1);
+}
+
+static inline __u32 agg_ver_run(__u64 v)
+{
+	return (__u32)(v >> 32);
+}
+
+/* Iteration of a version (undefined for 0). */
+static inline __u32 agg_ver_iter(__u64 v)
+{
+	return (__u32)v - 1;
+}
+
+/* 1: a newer than b, 0: the same, -1: older. */
+static inline int agg_ver_cmp(__u64 a, __u64 b)
+{
+	__u16 d = (__u16)(agg_ver_run(a) - agg_ver_run(b));
+
+	if (d)
+		return d < 0x8000 ? 1 : -1;
+	return (__u32)a > (__u32)b ? 1 : (__u32)a < (__u32)b ? -1 : 0;
+}
 
 /*
  * Numbers.  A worker quantizes data segment d with the exponent e[d]
@@ -66,7 +119,7 @@ struct agg_hdr {
  * a sum above AGG_SUM_LIMIT on as AGG_POISON_HI, so poison survives every
  * level and the receiver turns it into NaN.
  */
-#define AGG_SUM_LIMIT		(1LL << 30)
+#define AGG_SUM_LIMIT		(1LL << 30)	/* sums beyond +-this are poison */
 #define AGG_POISON_HI		0x7fffffff
 #define AGG_POISON_LO		(-0x7fffffff - 1)
 #define AGG_EXP_ZERO		(-1000)	/* exponent of an all-zero segment */
@@ -105,22 +158,49 @@ struct agg_node_info {
  * means complete everywhere.
  */
 struct agg_slot {
-	__u32 ver;		/* iteration + 1; 0: never used */
+	__u64 ver;		/* agg_ver(run, iteration); 0: never used */
 	__u32 seg;
-	__u64 bitmap;		/* contributors already added */
 	__u32 done;		/* 1: complete and sent on */
+	__u64 bitmap;		/* contributors already added */
 	__u32 op;
+	__u32 rsvd;
 	__s64 acc[];
 };
 
-/* "meta" map (mmap-able, one per wire segment): the result's iteration. */
+/*
+ * "meta" map (mmap-able, one per wire segment): which result "results"
+ * holds.  seq is a sequence lock: odd while the XDP program writes ver, op
+ * and the values; a reader takes seq (even), reads, and keeps what it read
+ * only if seq is still the same afterwards (agg_meta_begin / _valid).
+ */
 struct agg_meta {
-	__u32 ver;		/* iteration + 1 of the result in "results" */
+	__u32 seq;
 	__u32 op;		/* the op that made it */
+	__u64 ver;		/* agg_ver of the result */
 };
 
-/* "progress" map: results stored per iteration, (ver << 32) | count. */
+/* "progress" map: data segments stored per iteration, entry
+ * (iteration + 1) % AGG_PROGRESS_SLOTS. */
 #define AGG_PROGRESS_SLOTS	4
+struct agg_progress {
+	AGG_SPIN_LOCK lock;
+	__u32 rsvd;
+	__u64 ver;		/* agg_ver of the iteration counted */
+	__u64 count;
+};
+
+/*
+ * "clock" map (mmap-able, one entry): the node's place in time.  now is the
+ * newest version the node has accepted from the wire or its own tools have
+ * opened (packets are bounded by it: AGG_ITER_AHEAD, AGG_RUN_AHEAD); sent
+ * and recvd are the newest that agg-send started and agg-recv delivered
+ * here, so an iteration is sent and received once per run (agg-send(1)).
+ */
+struct agg_clock {
+	__u64 now;
+	__u64 sent;
+	__u64 recvd;
+};
 
 /*
  * A PROBE carries this after the header (count 0); the probed node fills
@@ -140,9 +220,10 @@ struct agg_probe {
 	__u32 state;		/* AGG_PROBE_* */
 	__u64 bitmap;		/* contributors in (bit i: kid[i], bit nkids: self) */
 	__u64 expect;		/* contributors the slot waits for */
-	__u32 slot_ver;		/* what the slot holds: iteration + 1, segment */
+	__u64 slot_ver;		/* what the slot holds: agg_ver, and segment */
+	__u64 result_ver;	/* agg_ver of the node's result of seg (workers) */
+	__u64 clock;		/* the node's clock (struct agg_clock now) */
 	__u32 slot_seg;
-	__u32 result_ver;	/* iteration + 1 of the node's result of seg (workers) */
 	__u32 rsvd;
 };
 
@@ -172,6 +253,10 @@ enum agg_stat {
 	AGG_S_DROP_MEMBER,	/* source address not in the plan, or not its node */
 	AGG_S_DROP_ROUTE,	/* wrong tree, or not a child / the parent here */
 	AGG_S_DROP_SEG,		/* segment out of range */
+	AGG_S_DROP_MAC,		/* source MAC is not the member's */
+	AGG_S_DROP_FLAGS,	/* internal flags set on the wire (forged) */
+	AGG_S_DROP_RUN,		/* a run older than the node's */
+	AGG_S_DROP_AHEAD,	/* too far ahead of the node's clock */
 	AGG_S_ERROR,		/* outcome: an internal error (XDP_ABORTED) */
 	AGG_S_RETX,		/* received packets with attempt > 0 */
 	AGG_S_TX_FAIL,		/* a redirect or clone failed */
@@ -182,7 +267,8 @@ enum agg_stat {
 	"other", "rx", "added", "stored", "relayed", "served", "pending", \
 	"probes", "done", "fwd_up", "fanout", "signals", "saturated", \
 	"drop_dup", "drop_stale", "drop_busy", "drop_malformed", "drop_job", \
-	"drop_token", "drop_member", "drop_route", "drop_seg", "error", \
+	"drop_token", "drop_member", "drop_route", "drop_seg", "drop_mac", \
+	"drop_flags", "drop_run", "drop_ahead", "error", \
 	"retx", "tx_fail", }
 
 /* "sent" map (array of __u64): what agg-send did on this node, added by

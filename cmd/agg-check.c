@@ -26,14 +26,14 @@ static struct {
 	const char *file;	/* plan: the plan to check */
 	const char *pcap;
 	const char *plan;	/* --plan with --pcap */
-	uint32_t iter;
-	bool has_iter, request, has_port, has_op, has_timeout;
+	uint32_t iter, run;
+	bool has_iter, has_run, request, has_port, has_op, has_timeout;
 	uint16_t port;
 	unsigned op;
 	double timeout;
 } env = { .port = AGG_PLAN_DEF_PORT, .timeout = 1 };
 
-enum { OPT_ITER = 0x100, OPT_REQUEST, OPT_TIMEOUT, OPT_OP, OPT_PCAP, OPT_PORT, OPT_PLAN };
+enum { OPT_ITER = 0x100, OPT_RUN, OPT_REQUEST, OPT_TIMEOUT, OPT_OP, OPT_PCAP, OPT_PORT, OPT_PLAN };
 
 static const char doc[] =
 "Check that gradient aggregation can run and did run (ALEPH's Integrity\n"
@@ -63,6 +63,8 @@ static const struct argp_option options[] = {
 	{ NULL, 0, NULL, 0, "Live check (the default):", 1 },
 	{ "iter", OPT_ITER, "N", 0,
 	  "Iteration to check (default: the newest the node has seen; with --pcap: all)", 1 },
+	{ "run", OPT_RUN, "RUN", 0,
+	  "The run of --iter (default $AGG_RUN, else the node's newest run)", 1 },
 	{ "request", OPT_REQUEST, NULL, 0,
 	  "Ask the parent again for the missing results, then report what came", 1 },
 	{ "timeout", OPT_TIMEOUT, "SEC", 0,
@@ -86,6 +88,10 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_ITER:
 		env.iter = agg_argp_iter(state, arg);
 		env.has_iter = true;
+		break;
+	case OPT_RUN:
+		env.run = agg_argp_run(state, arg);
+		env.has_run = true;
 		break;
 	case OPT_REQUEST:
 		env.request = true;
@@ -135,6 +141,8 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			argp_error(state, "--port and --plan go with --pcap");
 		if (env.mode == MODE_PLAN && env.has_iter)
 			argp_error(state, "--iter does not go with plan");
+		if (env.mode != MODE_LIVE && env.has_run)
+			argp_error(state, "--run goes with the live check");
 		if (env.mode == MODE_LIVE && !env.request && (env.has_timeout || env.has_op))
 			argp_error(state, "--timeout and --op go with --request");
 		break;
@@ -296,10 +304,10 @@ static void print_names(const struct agg_plan *p, const char *key, const char *l
 
 /* "what node=N iter=I segs=R count=C" in text, an object in JSON. */
 static void print_ranges(const char *key, const char *what, const char *node,
-			 uint32_t iter, struct agg_ranges *r)
+			 uint64_t ver, struct agg_ranges *r)
 {
 	agg_print_obj_open(key);
-	agg_print_text("%s node=%s iter=%u", what, node, iter);
+	agg_print_text("%s node=%s iter=%u", what, node, agg_ver_iter(ver));
 	agg_print_str("segs", " segs=%s", agg_ranges_str(r));
 	agg_print_uint("count", " count=%" PRIu64 "\n", r->count);
 	agg_print_obj_close();
@@ -310,7 +318,7 @@ struct live_result {
 };
 
 /* Alg. 2 lines 1-6: the slots of iter still waiting, and who they wait for. */
-static int scan_slots(const struct agg_check_live *c, uint32_t iter, struct live_result *r)
+static int scan_slots(const struct agg_check_live *c, uint64_t ver, struct live_result *r)
 {
 	const struct agg_node *n = c->n;
 	const char *me = n->plan.node[n->self].name;
@@ -320,7 +328,7 @@ static int scan_slots(const struct agg_check_live *c, uint32_t iter, struct live
 	agg_print_arr_open("incomplete");
 	for (uint32_t s = 0; s < n->l.nsegs; s++) {
 		const struct agg_slot *slot;
-		enum agg_seg_state st = agg_check_seg(c, iter, s, &slot);
+		enum agg_seg_state st = agg_check_seg(c, ver, s, &slot);
 		unsigned t = agg_plan_seg_tree(&n->plan, s);
 		int who[65], nw;
 
@@ -332,7 +340,7 @@ static int scan_slots(const struct agg_check_live *c, uint32_t iter, struct live
 			continue;
 		r->incomplete++;
 		agg_print_obj_open(NULL);
-		agg_print_text("incomplete node=%s iter=%u", me, iter);
+		agg_print_text("incomplete node=%s iter=%u", me, agg_ver_iter(ver));
 		agg_print_uint("seg", " seg=%" PRIu64, s);
 		agg_print_uint("tree", " tree=%" PRIu64, t);
 		nw = agg_check_bits_nodes(c, t, c->ti[t].expect & ~slot->bitmap, who);
@@ -345,20 +353,20 @@ static int scan_slots(const struct agg_check_live *c, uint32_t iter, struct live
 	agg_print_arr_close();
 	r->not_started = ns.count;
 	if (ns.count || agg_print_json())
-		print_ranges("not_started", "not-started", me, iter, &ns);
+		print_ranges("not_started", "not-started", me, ver, &ns);
 	agg_ranges_free(&ns);
 	return 0;
 }
 
 /* Alg. 2 lines 8-13: the results of iter a worker lacks, in missing[]. */
-static uint32_t scan_results(const struct agg_check_live *c, uint32_t iter,
+static uint32_t scan_results(const struct agg_check_live *c, uint64_t ver,
 			     uint32_t *missing, struct live_result *r)
 {
 	uint32_t nm = 0;
 
 	r->superseded = 0;
 	for (uint32_t s = 0; s < c->n->l.nsegs; s++) {
-		int st = agg_check_result(c, iter, s);
+		int st = agg_check_result(c, ver, s);
 
 		if (st == AGG_RES_MISSING)
 			missing[nm++] = s;
@@ -369,7 +377,7 @@ static uint32_t scan_results(const struct agg_check_live *c, uint32_t iter,
 	return nm;
 }
 
-static void print_results(const struct agg_check_live *c, uint32_t iter,
+static void print_results(const struct agg_check_live *c, uint64_t ver,
 			  const uint32_t *missing, uint32_t nm)
 {
 	const char *me = c->n->plan.node[c->n->self].name;
@@ -379,22 +387,22 @@ static void print_results(const struct agg_check_live *c, uint32_t iter,
 	for (uint32_t i = 0; i < nm; i++)
 		agg_ranges_add(&rg, missing[i]);
 	if (nm || agg_print_json())
-		print_ranges("results_missing", "results-missing", me, iter, &rg);
+		print_ranges("results_missing", "results-missing", me, ver, &rg);
 	agg_ranges_free(&rg);
 }
 
 /* --request: ask, wait, and say what came; the missing list is updated. */
-static int request(const struct agg_check_live *c, uint32_t iter, uint32_t *missing,
+static int request(const struct agg_check_live *c, uint64_t ver, uint32_t *missing,
 		   uint32_t *nm, struct live_result *r)
 {
 	const struct agg_node *n = c->n;
-	int op = env.has_op ? (int)env.op : agg_check_data_op(c, iter), sent;
+	int op = env.has_op ? (int)env.op : agg_check_data_op(c, ver), sent;
 	uint32_t asked = *nm, left = *nm;
 	double deadline;
 
 	if (op < 0)
 		op = AGG_OP_SUM;	/* nothing to tell by: the default op */
-	sent = asked ? agg_check_request(n, iter, missing, asked, op) : 0;
+	sent = asked ? agg_check_request(n, ver, missing, asked, op) : 0;
 	if (sent < 0) {
 		agg_err("cannot send requests from %s: %s", inet_ntoa(n->plan.node[n->self].addr),
 			strerror(-sent));
@@ -405,16 +413,16 @@ static int request(const struct agg_check_live *c, uint32_t iter, uint32_t *miss
 		usleep(2000);
 		left = 0;
 		for (uint32_t i = 0; i < asked; i++)
-			left += agg_check_result(c, iter, missing[i]) == AGG_RES_MISSING;
+			left += agg_check_result(c, ver, missing[i]) == AGG_RES_MISSING;
 	}
 	agg_print_obj_open("request");
-	agg_print_text("request node=%s iter=%u", n->plan.node[n->self].name, iter);
+	agg_print_text("request node=%s iter=%u", n->plan.node[n->self].name, agg_ver_iter(ver));
 	agg_print_uint("requested", " requested=%" PRIu64, (uint64_t)sent);
 	agg_print_str("op", " op=%s", op == AGG_OP_MAX ? "max" : op == AGG_OP_MIN ? "min" : "sum");
 	agg_print_uint("arrived", " arrived=%" PRIu64, asked - left);
 	agg_print_uint("still_missing", " still_missing=%" PRIu64 "\n", left);
 	agg_print_obj_close();
-	*nm = scan_results(c, iter, missing, r);
+	*nm = scan_results(c, ver, missing, r);
 	return 0;
 }
 
@@ -423,7 +431,8 @@ static int run_live(void)
 	struct agg_check_live c = { .fd_slots = -1, .fd_trees = -1, .fd_progress = -1 };
 	struct live_result r = { 0 };
 	struct agg_node n;
-	uint32_t iter, *missing = NULL, nm = 0;
+	uint32_t *missing = NULL, nm = 0;
+	uint64_t ver = 0;
 	const char *me;
 	char why[600];
 	bool worker, have;
@@ -456,9 +465,22 @@ static int run_live(void)
 		rc = err == -ENOENT ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
 		goto out;
 	}
-	have = env.has_iter || agg_check_newest(&c, &iter);
-	if (env.has_iter)
-		iter = env.iter;
+	have = env.has_iter || agg_check_newest(&c, &ver);
+	if (env.has_iter) {
+		/* The run: --run, $AGG_RUN, else the node's newest. */
+		uint32_t run = env.run;
+
+		if (!env.has_run && getenv("AGG_RUN") && agg_run_default(&run)) {
+			rc = AGG_EXIT_USAGE;
+			goto out;
+		}
+		if (!env.has_run && !getenv("AGG_RUN"))
+			run = agg_ver_run(__atomic_load_n(&n.clock->now, __ATOMIC_ACQUIRE));
+		ver = agg_ver(run, env.iter);
+	} else if (have && env.has_run && agg_ver_run(ver) != env.run) {
+		ver = agg_ver(env.run, 0);
+		have = false;	/* nothing of that run seen */
+	}
 	agg_print_obj_open(NULL);
 	agg_print_str("node", NULL, me);
 	if (!have) {
@@ -468,8 +490,9 @@ static int run_live(void)
 		agg_print_obj_close();
 		goto out;
 	}
-	agg_print_uint("iter", NULL, iter);
-	scan_slots(&c, iter, &r);
+	agg_print_uint("iter", NULL, agg_ver_iter(ver));
+	agg_print_uint("run", NULL, agg_ver_run(ver));
+	scan_slots(&c, ver, &r);
 	if (worker) {
 		missing = malloc(sizeof(*missing) * (n.l.nsegs ? n.l.nsegs : 1));
 		if (!missing) {
@@ -477,20 +500,20 @@ static int run_live(void)
 			rc = AGG_EXIT_SYSTEM;
 			goto out;
 		}
-		nm = scan_results(&c, iter, missing, &r);
+		nm = scan_results(&c, ver, missing, &r);
 		if (env.request) {
-			rc = request(&c, iter, missing, &nm, &r);
+			rc = request(&c, ver, missing, &nm, &r);
 			if (rc)
 				goto out;
 		}
-		print_results(&c, iter, missing, nm);
+		print_results(&c, ver, missing, nm);
 	}
-	agg_print_text("summary node=%s iter=%u", me, iter);
+	agg_print_text("summary node=%s iter=%u run=%u", me, agg_ver_iter(ver), agg_ver_run(ver));
 	agg_print_uint(NULL, " incomplete=%" PRIu64, r.incomplete);
 	agg_print_uint(NULL, " not_started=%" PRIu64, r.not_started);
 	agg_print_uint("unknown", " unknown=%" PRIu64, r.unknown);
 	if (worker) {
-		int64_t stored = agg_check_progress(&c, iter);
+		int64_t stored = agg_check_progress(&c, ver);
 
 		agg_print_uint(NULL, " results_missing=%" PRIu64, r.res_missing);
 		agg_print_uint("superseded", " superseded=%" PRIu64, r.superseded);

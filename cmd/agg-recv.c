@@ -23,29 +23,35 @@
 
 static struct {
 	const char *file;
-	uint32_t iter;
+	uint32_t iter, run;
+	bool has_run;
+	uint64_t ver;		/* agg_ver(run, iter) */
 	double timeout;
 	bool in_place;
 } env = { .timeout = 30 };
 
-enum { OPT_ITER = 0x100, OPT_TIMEOUT, OPT_IN_PLACE };
+enum { OPT_ITER = 0x100, OPT_RUN, OPT_TIMEOUT, OPT_IN_PLACE };
 
 static const char doc[] =
 "Wait for iteration N's aggregated gradient on this node and write it to\n"
 "FILE (or standard output) as raw little-endian float32 values.  The XDP\n"
 "program stores the result segments in a pinned map and signals when the\n"
 "last one is in; agg-recv reads the map.  Start it before or after\n"
-"agg-send(1).\n"
+"agg-send(1).  Within a run an iteration is received once.\n"
 "\n"
 "EXAMPLES:\n"
 "  agg-recv --iter 3 > sum.bin\n"
 "  agg-recv --node w2 --iter 3 --timeout 5 sum.bin\n"
 "\v"
-"Exit status: 0 ok, 1 timed out (the missing segments are named), 2 bad\n"
-"usage, 3 system failure.";
+"Exit status: 0 ok, 1 timed out (the missing segments are named) or\n"
+"overwritten by a newer iteration, 2 bad usage (an iteration already\n"
+"received, a run that is over), 3 system failure.";
 
 static const struct argp_option options[] = {
 	{ "iter", OPT_ITER, "N", 0, "Iteration number (default 0)", 0 },
+	{ "run", OPT_RUN, "RUN", 0,
+	  "Run: the same on every worker, newer for each restart of the job "
+	  "(0 to 65535; default $AGG_RUN, else 0)", 0 },
 	{ "timeout", OPT_TIMEOUT, "SEC", 0, "Give up after SEC seconds (default 30)", 0 },
 	{ "in-place", OPT_IN_PLACE, NULL, 0,
 	  "Overwrite FILE's own pages instead of replacing it through a temporary "
@@ -60,6 +66,10 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case OPT_ITER:
 		env.iter = agg_argp_iter(state, arg);
+		break;
+	case OPT_RUN:
+		env.run = agg_argp_run(state, arg);
+		env.has_run = true;
 		break;
 	case OPT_IN_PLACE:
 		env.in_place = true;
@@ -104,10 +114,10 @@ static void report_missing(const struct agg_node *n, uint32_t miss, const char *
 {
 	char ranges[512];
 
-	agg_node_missing_ranges(n, n->l.nexp, n->l.nsegs, env.iter, ranges, sizeof(ranges));
+	agg_node_missing_ranges(n, n->l.nexp, n->l.nsegs, env.ver, ranges, sizeof(ranges));
 	agg_err("iteration %u: %u of %u result segments missing after %g s (wire segments %s%s)%s%s",
 		env.iter, miss, n->l.ndata, env.timeout, ranges,
-		agg_node_missing(n, 0, n->l.nexp, env.iter) ?
+		agg_node_missing(n, 0, n->l.nexp, env.ver) ?
 		"; the exponents are missing too" : "", why[0] ? ": " : "", why);
 }
 
@@ -147,9 +157,11 @@ static int open_output(void)
 
 /*
  * Convert the data segments and write them, a chunk of about 256 KiB at a
- * time through buf, checking after each conversion that its segments and
- * their exponents still hold the iteration: a newer one overwrites them.
- * Adds the NaN written to *nan.
+ * time through buf.  Every segment and exponent segment is read under its
+ * sequence lock (agg.h, "meta"): the lock and the version are taken before
+ * the conversion and checked after it, so a newer iteration that
+ * overwrites one meanwhile is noticed, and no mix is ever written.  Adds
+ * the NaN written to *nan.
  */
 #define CHUNK_BYTES	(256 * 1024)
 static uint32_t chunk_segs(const struct agg_layout *l)
@@ -157,15 +169,47 @@ static uint32_t chunk_segs(const struct agg_layout *l)
 	return CHUNK_BYTES / 4 / l->segment ? CHUNK_BYTES / 4 / l->segment : 1;
 }
 
+/* Take the sequence locks of wire segments [lo, hi) into seq: false if
+ * one is being written or does not hold env.ver. */
+static bool seqs_take(const struct agg_node *n, uint32_t lo, uint32_t hi, uint32_t *seq)
+{
+	for (uint32_t s = lo; s < hi; s++) {
+		seq[s - lo] = agg_meta_begin(&n->meta[s]);
+		if ((seq[s - lo] & 1) || n->meta[s].ver != env.ver)
+			return false;
+	}
+	return true;
+}
+
+static bool seqs_valid(const struct agg_node *n, uint32_t lo, uint32_t hi, const uint32_t *seq)
+{
+	for (uint32_t s = lo; s < hi; s++)
+		if (!agg_meta_valid(&n->meta[s], seq[s - lo]))
+			return false;
+	return true;
+}
+
 static int write_result(const struct agg_node *n, float *buf, uint64_t *nan)
 {
 	const struct agg_layout *l = &n->l;
 	char why[PATH_MAX + 200];
+	uint32_t *seq = malloc(sizeof(*seq) * (chunk_segs(l) + l->nexp));
 
+	if (!seq) {
+		agg_err("out of memory");
+		return AGG_EXIT_SYSTEM;
+	}
 	for (uint32_t lo = 0, hi; lo < l->ndata; lo = hi) {
 		uint64_t first = (uint64_t)lo * l->segment, len = 0;
+		uint32_t elo, ehi, *eseq;
 
 		hi = l->ndata - lo < chunk_segs(l) ? l->ndata : lo + chunk_segs(l);
+		elo = lo / l->segment;
+		ehi = (hi - 1) / l->segment + 1;
+		eseq = seq + (hi - lo);
+		if (!seqs_take(n, agg_wire_seg(l, lo), agg_wire_seg(l, hi), seq) ||
+		    !seqs_take(n, elo, ehi, eseq))
+			goto overwritten;
 		for (uint32_t d = lo; d < hi; d++) {
 			uint64_t at = (uint64_t)d * l->segment;
 			size_t cnt = l->nvalues - at < l->segment ? l->nvalues - at : l->segment;
@@ -176,18 +220,21 @@ static int write_result(const struct agg_node *n, float *buf, uint64_t *nan)
 					       buf + (at - first));
 			len += cnt;
 		}
-		if (agg_node_missing(n, agg_wire_seg(l, lo), agg_wire_seg(l, hi), env.iter) ||
-		    agg_node_missing(n, lo / l->segment, (hi - 1) / l->segment + 1, env.iter)) {
-			agg_err("iteration %u was overwritten by a newer one while reading it",
-				env.iter);
-			return AGG_EXIT_PROBLEM;
-		}
+		if (!seqs_valid(n, agg_wire_seg(l, lo), agg_wire_seg(l, hi), seq) ||
+		    !seqs_valid(n, elo, ehi, eseq))
+			goto overwritten;
 		if (agg_grad_out_write(&out, buf, len * sizeof(float), why, sizeof(why))) {
 			agg_err("%s", why);
+			free(seq);
 			return AGG_EXIT_SYSTEM;
 		}
 	}
+	free(seq);
 	return 0;
+overwritten:
+	agg_err("iteration %u was overwritten by a newer one while reading it", env.iter);
+	free(seq);
+	return AGG_EXIT_PROBLEM;
 }
 
 int main(int argc, char **argv)
@@ -216,6 +263,9 @@ int main(int argc, char **argv)
 	agg_opts_done(argv[0]);
 	agg_print_start(agg_common.json, agg_common.pretty);
 	deadline = t0 + env.timeout;
+	if (!env.has_run && agg_run_default(&env.run))
+		return AGG_EXIT_USAGE;
+	env.ver = agg_ver(env.run, env.iter);
 	if (agg_print_json() && (!env.file || !strcmp(env.file, "-"))) {
 		agg_err("-j needs FILE: the gradient itself goes to standard output");
 		return AGG_EXIT_USAGE;
@@ -230,6 +280,11 @@ int main(int argc, char **argv)
 	if (n.plan.node[n.self].role != AGG_ROLE_WORKER) {
 		agg_err("node %s is a parameter server: it receives no result",
 			n.plan.node[n.self].name);
+		rc = AGG_EXIT_USAGE;
+		goto out;
+	}
+	if (agg_node_open_iter(&n, env.ver, false, why, sizeof(why))) {
+		agg_err("%s", why);
 		rc = AGG_EXIT_USAGE;
 		goto out;
 	}
@@ -249,7 +304,7 @@ int main(int argc, char **argv)
 		rc = AGG_EXIT_SYSTEM;
 		goto out;
 	}
-	while ((miss = agg_node_missing(&n, n.l.nexp, n.l.nsegs, env.iter))) {
+	while ((miss = agg_node_missing(&n, n.l.nexp, n.l.nsegs, env.ver))) {
 		struct pollfd pfd = { .fd = sock, .events = POLLIN };
 		double left = deadline - agg_now();
 		char buf[64];
@@ -257,9 +312,9 @@ int main(int argc, char **argv)
 		if (left <= probe_budget() && !probed) {
 			/* The first missing segment of each tree, or the
 			 * exponents when even they are not all in. */
-			uint32_t lo = agg_node_missing(&n, 0, n.l.nexp, env.iter) ? 0 : n.l.nexp;
+			uint32_t lo = agg_node_missing(&n, 0, n.l.nexp, env.ver) ? 0 : n.l.nexp;
 
-			agg_explain_missing(&n, env.iter, lo, n.l.nsegs,
+			agg_explain_missing(&n, env.ver, lo, n.l.nsegs,
 					    (int)(probe_budget() * 800), why, sizeof(why));
 			probed = true;
 			continue;
@@ -287,21 +342,19 @@ int main(int argc, char **argv)
 	if ((rc = open_output()))
 		goto out;
 	rc = write_result(&n, chunk, &nan);
-	/* Still the same iteration after the copy?  (A next one overwrites.) */
-	if (!rc && agg_node_missing(&n, 0, n.l.nsegs, env.iter)) {
-		agg_err("iteration %u was overwritten by a newer one while reading it", env.iter);
-		rc = AGG_EXIT_PROBLEM;
-	}
 	if (!rc && agg_grad_out_commit(&out, why, sizeof(why))) {
 		agg_err("%s", why);
 		rc = AGG_EXIT_SYSTEM;
 	}
+	if (!rc)
+		agg_node_mark_recvd(&n, env.ver);
 	if (!rc)
 		agg_info("iteration %u: %" PRIu64 " values (%" PRIu64 " NaN) after %.3f s",
 			 env.iter, n.l.nvalues, nan, agg_now() - t0);
 	if (!rc && agg_print_json()) {
 		agg_print_obj_open(NULL);
 		agg_print_uint("iter", NULL, env.iter);
+		agg_print_uint("run", NULL, env.run);
 		agg_print_uint("values", NULL, n.l.nvalues);
 		agg_print_uint("nan", NULL, nan);
 		agg_print_float("seconds", NULL, agg_now() - t0);

@@ -28,29 +28,36 @@
 
 static struct {
 	const char *file;
-	uint32_t iter;
+	uint32_t iter, run;
+	bool has_run;
+	uint64_t ver;		/* agg_ver(run, iter) */
 	unsigned op;
 	double timeout;
 } env = { .timeout = 10 };
 
-enum { OPT_ITER = 0x100, OPT_OP, OPT_TIMEOUT };
+enum { OPT_ITER = 0x100, OPT_RUN, OPT_OP, OPT_TIMEOUT };
 
 static const char doc[] =
 "Send this node's gradient for one iteration: FILE (or standard input) holds\n"
 "raw little-endian float32 values, exactly as many as the plan's size.  The\n"
 "values are cut into segments and sent up every tree of the plan, paced by\n"
 "the slot pool; agg-send exits once all of them are aggregated.  agg-recv(1)\n"
-"reads the result.\n"
+"reads the result.  Within a run an iteration is sent once: a retried step\n"
+"takes a new iteration number, a restarted job a new run.\n"
 "\n"
 "EXAMPLES:\n"
 "  agg-send --iter 3 grad.bin\n"
 "  agg-send --node w2 --iter 3 --op max < grad.bin\n"
 "\v"
 "Exit status: 0 aggregated, 1 not aggregated within --timeout, 2 bad usage\n"
-"or bad input (wrong length), 3 system failure.";
+"or bad input (wrong length; an iteration already sent, a run that is over),\n"
+"3 system failure.";
 
 static const struct argp_option options[] = {
 	{ "iter", OPT_ITER, "N", 0, "Iteration number (default 0)", 0 },
+	{ "run", OPT_RUN, "RUN", 0,
+	  "Run: the same on every worker, newer for each restart of the job "
+	  "(0 to 65535; default $AGG_RUN, else 0)", 0 },
 	{ "op", OPT_OP, "OP", 0, "sum (default), max or min", 0 },
 	{ "timeout", OPT_TIMEOUT, "SEC", 0,
 	  "Give up when nothing progresses for SEC seconds (default 10)", 0 },
@@ -63,6 +70,10 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case OPT_ITER:
 		env.iter = agg_argp_iter(state, arg);
+		break;
+	case OPT_RUN:
+		env.run = agg_argp_run(state, arg);
+		env.has_run = true;
 		break;
 	case OPT_OP:
 		env.op = agg_argp_op(state, arg);
@@ -124,7 +135,8 @@ struct sender {
 	struct sockaddr_in *parent;	/* per tree: where a leaf sends */
 	bool *local;			/* per tree: aggregate here (BPF_PROG_RUN) */
 	uint8_t *frame;			/* eth + ip + udp + agg header + values */
-	uint8_t *out;			/* the frame after our XDP program ran */
+	uint8_t *out;			/* the frame after our XDP program ran,
+					 * behind its metadata (struct agg_tcmeta) */
 	size_t frame_len;
 	uint64_t sent_local, sent_remote, resent;
 	double rtt_med;			/* median round trip, s */
@@ -146,7 +158,7 @@ static int sender_init(struct sender *s, struct agg_node *n)
 	s->frame_len = sizeof(*eth) + sizeof(*ip) + sizeof(*udp) + sizeof(struct agg_hdr) +
 		       4 * (size_t)n->l.segment;
 	s->frame = calloc(1, s->frame_len);
-	s->out = calloc(1, s->frame_len);
+	s->out = calloc(1, s->frame_len + sizeof(struct agg_tcmeta));
 	if (!s->parent || !s->local || !s->frame || !s->out)
 		return -ENOMEM;
 	for (int t = 0; t < p->ntrees; t++) {
@@ -204,10 +216,10 @@ static int send_seg(struct sender *s, uint32_t seg, unsigned attempt)
 	h->from = s->n->self;
 	h->job = p->job;
 	h->iter = env.iter;
+	h->run = env.run;
 	h->seg = seg;
-	h->count = s->n->l.segment;
 	h->attempt = attempt > 0xffff ? 0xffff : attempt;
-	h->token = p->token;
+	h->token = s->n->token;
 	if (attempt)
 		s->resent++;
 	if (s->local[t]) {
@@ -216,24 +228,27 @@ static int send_seg(struct sender *s, uint32_t seg, unsigned attempt)
 		 * down a page pool per call, which costs more than the
 		 * aggregation.  When the run completes the slot, the program
 		 * returns the aggregate addressed to the parent (XDP_PASS with
-		 * AGG_F_UP, for TC); here it goes to the parent from us. */
+		 * AGG_F_UP in the metadata, for TC); here it goes to the parent
+		 * from us.  The output is the metadata, then the frame. */
 		struct xdp_md ctx = { .data_end = s->frame_len,
-				       .ingress_ifindex = s->n->nif.ifindex };
+				       .ingress_ifindex = s->n->nif.ifindex }, ctx_out;
+		const size_t ml = sizeof(struct agg_tcmeta);
+		const struct agg_tcmeta *m = (const void *)s->out;
 		LIBBPF_OPTS(bpf_test_run_opts, o,
 			    .data_in = s->frame, .data_size_in = s->frame_len,
-			    .data_out = s->out, .data_size_out = s->frame_len,
-			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = 1);
+			    .data_out = s->out, .data_size_out = s->frame_len + ml,
+			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx),
+			    .ctx_out = &ctx_out, .ctx_size_out = sizeof(ctx_out), .repeat = 1);
 
 		if (bpf_prog_test_run_opts(s->n->fd_prog, &o))
 			return -errno;
 		s->sent_local++;
 		if (o.retval == XDP_DROP)
 			return 0;	/* in the slot (or a duplicate, counted) */
-		h = (struct agg_hdr *)(s->out + ((uint8_t *)h - s->frame));
-		if (o.retval != XDP_PASS || o.data_size_out != s->frame_len ||
-		    !(h->flags & AGG_F_UP))
+		h = (struct agg_hdr *)(s->out + ml + ((uint8_t *)h - s->frame));
+		if (o.retval != XDP_PASS || o.data_size_out != s->frame_len + ml ||
+		    ctx_out.data != ml || !(m->flags & AGG_F_UP))
 			return -EPROTO;
-		h->flags = 0;	/* what TC does to the ones from the wire */
 	}
 	for (;;) {
 		if (sendto(s->sock, h, s->frame_len - ((uint8_t *)frame_hdr(s) - s->frame), 0,
@@ -252,9 +267,9 @@ static int timeout_report(struct sender *s, uint32_t lo, uint32_t hi, const char
 {
 	char ranges[512];
 
-	agg_node_missing_ranges(s->n, lo, hi, env.iter, ranges, sizeof(ranges));
+	agg_node_missing_ranges(s->n, lo, hi, env.ver, ranges, sizeof(ranges));
 	agg_err("iteration %u: %u of %u segments not aggregated after %g s without progress "
-		"(wire segments %s)%s%s", env.iter, agg_node_missing(s->n, lo, hi, env.iter),
+		"(wire segments %s)%s%s", env.iter, agg_node_missing(s->n, lo, hi, env.ver),
 		hi - lo, env.timeout, ranges, why[0] ? ": " : "", why);
 	return AGG_EXIT_PROBLEM;
 }
@@ -345,7 +360,7 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 
 			if (l->seg == UINT32_MAX)
 				continue;
-			if (!agg_node_missing(s->n, l->seg, l->seg + 1, env.iter)) {
+			if (!agg_node_missing(s->n, l->seg, l->seg + 1, env.ver)) {
 				/* Since the last send, resends too: a sample
 				 * that an earlier send answered is short, and
 				 * the median shrugs it off; without resends'
@@ -375,7 +390,7 @@ static int run_phase(struct sender *s, uint32_t lo, uint32_t hi, uint8_t op,
 		if (err)
 			break;
 		if (agg_now() - last > env.timeout - probe_budget() && !why[0]) {
-			agg_explain_missing(s->n, env.iter, lo, hi, (int)(probe_budget() * 800),
+			agg_explain_missing(s->n, env.ver, lo, hi, (int)(probe_budget() * 800),
 					    why, sizeof(why));
 			if (!why[0])
 				snprintf(why, sizeof(why), "%s", " ");	/* probed once */
@@ -456,6 +471,9 @@ int main(int argc, char **argv)
 		return AGG_EXIT_USAGE;
 	agg_opts_done(argv[0]);
 	agg_print_start(agg_common.json, agg_common.pretty);
+	if (!env.has_run && agg_run_default(&env.run))
+		return AGG_EXIT_USAGE;
+	env.ver = agg_ver(env.run, env.iter);
 
 	err = agg_node_open(&n, agg_target.pin_dir, agg_target.job, agg_target.node,
 			    why, sizeof(why));
@@ -472,6 +490,12 @@ int main(int argc, char **argv)
 	rc = read_input(&in, n.l.nvalues * 4);
 	if (rc)
 		goto out;
+	/* The input is good: now the iteration is taken (once per run). */
+	if (agg_node_open_iter(&n, env.ver, true, why, sizeof(why))) {
+		agg_err("%s", why);
+		rc = AGG_EXIT_USAGE;
+		goto out;
+	}
 	guard_input(&in);
 	t0 = agg_now();
 	exps = malloc(sizeof(*exps) * (n.l.ndata ? n.l.ndata : 1));
@@ -503,6 +527,7 @@ int main(int argc, char **argv)
 	if (agg_print_json()) {
 		agg_print_obj_open(NULL);
 		agg_print_uint("iter", NULL, env.iter);
+		agg_print_uint("run", NULL, env.run);
 		agg_print_uint("segments", NULL, n.l.nsegs);
 		agg_print_uint("local", NULL, s.sent_local);
 		agg_print_uint("sent", NULL, s.sent_remote);

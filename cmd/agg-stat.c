@@ -510,7 +510,8 @@ static int print_slot_table(const struct agg_stat_node *n, uint32_t lo, uint32_t
 		shown++;
 		agg_print_obj_open(NULL);
 		agg_print_uint("slot", "%-6" PRIu64, s.index);
-		agg_print_uint("iter", " %7" PRIu64, s.ver - 1);
+		agg_print_uint("iter", " %7" PRIu64, agg_ver_iter(s.ver));
+		agg_print_uint("run", NULL, agg_ver_run(s.ver));
 		agg_print_uint("seg", " %7" PRIu64, s.seg);
 		agg_print_uint("tree", " %4" PRIu64, s.tree);
 		agg_print_str("op", " %-3s", agg_stat_op_name(s.op));
@@ -572,7 +573,8 @@ static int print_results(const struct agg_stat_node *n, uint32_t lo, uint32_t hi
 		agg_print_uint("last", NULL, s - 1);
 		agg_print_bool("stored", NULL, run.ver != 0);
 		if (run.ver) {
-			agg_print_uint("iter", " %8" PRIu64, run.ver - 1);
+			agg_print_uint("iter", " %8" PRIu64, agg_ver_iter(run.ver));
+			agg_print_uint("run", NULL, agg_ver_run(run.ver));
 			agg_print_str("op", " %s", agg_stat_op_name(run.op));
 		} else {
 			agg_print_text(" %8s %s", "-", "-");

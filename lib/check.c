@@ -223,34 +223,39 @@ static bool is_worker(const struct agg_check_live *c)
 	return c->n->plan.node[c->n->self].role == AGG_ROLE_WORKER;
 }
 
-static uint32_t meta_ver(const struct agg_check_live *c, uint32_t seg)
+/* The version of the result of seg; a result being rewritten is none. */
+static uint64_t meta_ver(const struct agg_check_live *c, uint32_t seg)
 {
-	return __atomic_load_n(&c->n->meta[seg].ver, __ATOMIC_ACQUIRE);
+	const struct agg_meta *m = &c->n->meta[seg];
+	uint32_t seq = agg_meta_begin(m);
+	uint64_t v = __atomic_load_n(&m->ver, __ATOMIC_RELAXED);
+
+	return agg_meta_valid(m, seq) ? v : 0;
 }
 
-bool agg_check_newest(const struct agg_check_live *c, uint32_t *iter)
+bool agg_check_newest(const struct agg_check_live *c, uint64_t *ver)
 {
-	uint32_t best = 0;
+	uint64_t best = __atomic_load_n(&c->n->clock->now, __ATOMIC_ACQUIRE);
 
 	for (uint32_t i = 0; i < c->n->l.nslots; i++)
-		if (c->slot[i].ver > best)
+		if (c->slot[i].ver && agg_ver_cmp(c->slot[i].ver, best) > 0)
 			best = c->slot[i].ver;
 	if (is_worker(c))
 		for (uint32_t s = 0; s < c->n->l.nsegs; s++)
-			if (meta_ver(c, s) > best)
+			if (meta_ver(c, s) && agg_ver_cmp(meta_ver(c, s), best) > 0)
 				best = meta_ver(c, s);
-	if (!best)
+	if (!(uint32_t)best)	/* nothing, or a run opened without an iteration */
 		return false;
-	*iter = best - 1;
+	*ver = best;
 	return true;
 }
 
-enum agg_seg_state agg_check_seg(const struct agg_check_live *c, uint32_t iter,
+enum agg_seg_state agg_check_seg(const struct agg_check_live *c, uint64_t ver,
 				 uint32_t seg, const struct agg_slot **slot)
 {
 	const struct agg_layout *l = &c->n->l;
 	unsigned t = agg_plan_seg_tree(&c->n->plan, seg);
-	uint32_t ver = iter + 1, si = ((uint64_t)iter * l->nsegs + seg) % l->nslots;
+	uint32_t si = ((uint64_t)agg_ver_iter(ver) * l->nsegs + seg) % l->nslots;
 	const struct agg_slot *s = &c->slot[si];
 
 	*slot = NULL;
@@ -260,7 +265,7 @@ enum agg_seg_state agg_check_seg(const struct agg_check_live *c, uint32_t iter,
 		*slot = s;
 		return s->done ? AGG_SEG_DONE : AGG_SEG_INCOMPLETE;
 	}
-	if (ver > s->ver || (ver == s->ver && seg > s->seg))
+	if (agg_ver_cmp(ver, s->ver) > 0 || (ver == s->ver && seg > s->seg))
 		return AGG_SEG_NOT_STARTED;
 	/* A later segment of the same iteration takes a slot only once the
 	 * one before is done (bpf/agg.bpf.c: drop_busy); a newer iteration
@@ -282,32 +287,33 @@ int agg_check_bits_nodes(const struct agg_check_live *c, uint32_t t, uint64_t bi
 	return n;
 }
 
-int agg_check_result(const struct agg_check_live *c, uint32_t iter, uint32_t seg)
+int agg_check_result(const struct agg_check_live *c, uint64_t ver, uint32_t seg)
 {
-	uint32_t v = meta_ver(c, seg);
+	uint64_t v = meta_ver(c, seg);
 
-	return v == iter + 1 ? AGG_RES_IN : v < iter + 1 ? AGG_RES_MISSING : AGG_RES_SUPERSEDED;
+	return v == ver ? AGG_RES_IN : !v || agg_ver_cmp(v, ver) < 0 ? AGG_RES_MISSING :
+	       AGG_RES_SUPERSEDED;
 }
 
-int64_t agg_check_progress(const struct agg_check_live *c, uint32_t iter)
+int64_t agg_check_progress(const struct agg_check_live *c, uint64_t ver)
 {
-	uint32_t k = (iter + 1) % AGG_PROGRESS_SLOTS;
-	uint64_t v;
+	uint32_t k = (uint32_t)ver % AGG_PROGRESS_SLOTS;
+	struct agg_progress v;
 
-	if (bpf_map_lookup_elem(c->fd_progress, &k, &v) || (v >> 32) != iter + 1)
+	if (bpf_map_lookup_elem(c->fd_progress, &k, &v) || v.ver != ver)
 		return -1;
-	return (uint32_t)v;
+	return (int64_t)v.count;
 }
 
-int agg_check_data_op(const struct agg_check_live *c, uint32_t iter)
+int agg_check_data_op(const struct agg_check_live *c, uint64_t ver)
 {
 	for (uint32_t s = c->n->l.nexp; s < c->n->l.nsegs; s++)
-		if (meta_ver(c, s) == iter + 1)
+		if (meta_ver(c, s) == ver)
 			return (int)c->n->meta[s].op;
 	return -1;
 }
 
-int agg_check_request(const struct agg_node *n, uint32_t iter, const uint32_t *segs,
+int agg_check_request(const struct agg_node *n, uint64_t ver, const uint32_t *segs,
 		      uint32_t nsegs, unsigned data_op)
 {
 	const struct agg_plan *p = &n->plan;
@@ -335,9 +341,9 @@ int agg_check_request(const struct agg_node *n, uint32_t iter, const uint32_t *s
 		*h = (struct agg_hdr){
 			.magic = AGG_MAGIC, .type = AGG_T_REQUEST,
 			.op = segs[i] < n->l.nexp ? AGG_OP_MAX : data_op,
-			.tree = t, .from = n->self, .job = p->job, .iter = iter,
-			.seg = segs[i], .count = n->l.segment, .attempt = 1,
-			.token = p->token,
+			.tree = t, .from = n->self, .job = p->job, .iter = agg_ver_iter(ver),
+			.run = agg_ver_run(ver), .seg = segs[i], .attempt = 1,
+			.token = n->token,
 		};
 		/* A full socket buffer pushes back, as in agg-send. */
 		while (sendto(sock, h, len, 0, (struct sockaddr *)&to, sizeof(to)) < 0) {

@@ -68,10 +68,10 @@ int agg_check_live_read(struct agg_check_live *c);
 void agg_check_live_close(struct agg_check_live *c);
 
 /* The newest iteration in the slots or the results; false when none. */
-bool agg_check_newest(const struct agg_check_live *c, uint32_t *iter);
+bool agg_check_newest(const struct agg_check_live *c, uint64_t *ver);
 
 /* The state of wire segment seg of iter here; *slot: its slot, if any. */
-enum agg_seg_state agg_check_seg(const struct agg_check_live *c, uint32_t iter,
+enum agg_seg_state agg_check_seg(const struct agg_check_live *c, uint64_t ver,
 				 uint32_t seg, const struct agg_slot **slot);
 
 /*
@@ -84,14 +84,14 @@ int agg_check_bits_nodes(const struct agg_check_live *c, uint32_t t, uint64_t bi
 
 /* Results of iter on a worker: ver < iter + 1 missing, > superseded. */
 enum { AGG_RES_IN, AGG_RES_MISSING, AGG_RES_SUPERSEDED };
-int agg_check_result(const struct agg_check_live *c, uint32_t iter, uint32_t seg);
+int agg_check_result(const struct agg_check_live *c, uint64_t ver, uint32_t seg);
 
 /* Data segments of iter the worker counted in "progress", or -1 if the
  * map no longer holds that iteration. */
-int64_t agg_check_progress(const struct agg_check_live *c, uint32_t iter);
+int64_t agg_check_progress(const struct agg_check_live *c, uint64_t ver);
 
 /* The op of iter's data results already in, or -1 when none is. */
-int agg_check_data_op(const struct agg_check_live *c, uint32_t iter);
+int agg_check_data_op(const struct agg_check_live *c, uint64_t ver);
 
 /*
  * Send a REQUEST for each of the n wire segments segs[] of iter to the
@@ -99,7 +99,7 @@ int agg_check_data_op(const struct agg_check_live *c, uint32_t iter);
  * values, attempt 1, from the node's address.  Exponent segments go with
  * max, data segments with data_op.  Returns the number sent or -errno.
  */
-int agg_check_request(const struct agg_node *n, uint32_t iter, const uint32_t *segs,
+int agg_check_request(const struct agg_node *n, uint64_t ver, const uint32_t *segs,
 		      uint32_t nsegs, unsigned data_op);
 
 /* ---- captures ---------------------------------------------------------- */

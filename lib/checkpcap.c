@@ -270,7 +270,7 @@ static int packet(struct agg_cap *c, const uint8_t *d, uint32_t caplen)
 		goto other;
 	memcpy(&src, ip + 12, 4);
 	memcpy(&dst, ip + 16, 4);
-	if (c->plan && (le32(h + 8) != c->plan->job || le64(h + 24) != c->plan->token)) {
+	if (c->plan && (le32(h + 8) != c->plan->job || le64(h + 24) != agg_wire_token(c->plan))) {
 		c->foreign++;
 		return 0;
 	}

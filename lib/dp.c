@@ -37,7 +37,7 @@
 const char *const agg_pin_names[] = {
 	"tc_link", "xdp_prog", "plan", "members", "nodes", "trees", "kids",
 	"segmap", "locks", "slots", "scratch", "results", "meta", "progress",
-	"stats", "sent", NULL,
+	"clock", "stats", "sent", NULL,
 };
 
 int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
@@ -93,6 +93,11 @@ int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 	l->workers = w;
 	l->shift = agg_quant_shift(w);
 	return 0;
+}
+
+uint64_t agg_wire_token(const struct agg_plan *p)
+{
+	return p->token;
 }
 
 size_t agg_slot_size(const struct agg_layout *l)
@@ -236,8 +241,9 @@ static long now_ms(void)
 	return (long)(agg_now() * 1000);
 }
 
-int agg_arp_resolve(const struct agg_netif *nif, struct in_addr self,
-		    struct in_addr addr, int timeout_ms, uint8_t mac[6])
+int agg_arp_resolve_all(const struct agg_netif *nif, struct in_addr self,
+			const struct in_addr *addr, int n, const bool *need,
+			int timeout_ms, int grace_ms, uint8_t (*mac)[6], bool *got)
 {
 	struct sockaddr_ll sll = {
 		.sll_family = AF_PACKET,
@@ -250,9 +256,14 @@ int agg_arp_resolve(const struct agg_netif *nif, struct in_addr self,
 		.htype = htons(ARPHRD_ETHER), .ptype = htons(ETH_P_IP),
 		.hlen = 6, .plen = 4, .op = htons(ARPOP_REQUEST),
 	};
-	long deadline = now_ms() + timeout_ms, next = 0;
-	int s, err = -ETIMEDOUT;
+	long start = now_ms(), deadline = start + timeout_ms, next = 0;
+	int s, err = 0, needed = 0, left = 0;
 
+	for (int i = 0; i < n; i++) {
+		got[i] = false;
+		needed += need[i];
+	}
+	left = n;
 	s = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_ARP));
 	if (s < 0)
 		return -errno;
@@ -262,35 +273,61 @@ int agg_arp_resolve(const struct agg_netif *nif, struct in_addr self,
 	}
 	memcpy(req.sha, nif->mac, 6);
 	memcpy(req.spa, &self, 4);
-	memcpy(req.tpa, &addr, 4);
-	for (;;) {
+	while (left) {
 		long t = now_ms();
 		struct pollfd pfd = { .fd = s, .events = POLLIN };
 		struct arp_pkt rep;
-		ssize_t n;
+		ssize_t r;
 
-		if (t >= deadline)
+		/* The needed ones until the deadline; the others until the
+		 * grace period is over too. */
+		if (t >= deadline || (!needed && t >= start + grace_ms))
 			break;
-		if (t >= next) {	/* ask again every 200 ms */
-			if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&sll,
-				   sizeof(sll)) < 0) {
-				err = -errno;
-				goto out;
+		if (t >= next) {	/* ask every one still unknown every 200 ms */
+			for (int i = 0; i < n; i++) {
+				if (got[i])
+					continue;
+				memcpy(req.tpa, &addr[i], 4);
+				if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&sll,
+					   sizeof(sll)) < 0 && errno != ENOBUFS && errno != EAGAIN) {
+					err = -errno;
+					goto out;
+				}
 			}
 			next = t + 200;
 		}
 		if (poll(&pfd, 1, (int)((next < deadline ? next : deadline) - t)) <= 0)
 			continue;
-		n = recv(s, &rep, sizeof(rep), 0);
-		if (n < (ssize_t)sizeof(rep) || rep.op != htons(ARPOP_REPLY) ||
-		    memcmp(rep.spa, &addr, 4))
-			continue;
-		memcpy(mac, rep.sha, 6);
-		err = 0;
-		break;
+		while ((r = recv(s, &rep, sizeof(rep), MSG_DONTWAIT)) > 0) {
+			if (r < (ssize_t)sizeof(rep) || rep.op != htons(ARPOP_REPLY))
+				continue;
+			for (int i = 0; i < n; i++) {
+				if (got[i] || memcmp(rep.spa, &addr[i], 4))
+					continue;
+				memcpy(mac[i], rep.sha, 6);
+				got[i] = true;
+				left--;
+				needed -= need[i];
+			}
+		}
 	}
+	for (int i = 0; i < n && !err; i++)
+		if (need[i] && !got[i])
+			err = -ETIMEDOUT;
 out:
 	close(s);
+	return err;
+}
+
+int agg_arp_resolve(const struct agg_netif *nif, struct in_addr self,
+		    struct in_addr addr, int timeout_ms, uint8_t mac[6])
+{
+	uint8_t m[1][6];
+	bool need = true, got;
+	int err = agg_arp_resolve_all(nif, self, &addr, 1, &need, timeout_ms, 0, m, &got);
+
+	if (!err)
+		memcpy(mac, m[0], 6);
 	return err;
 }
 
@@ -375,7 +412,7 @@ static bool is_local_node(const char *dir, const char *name, void *ctx)
 /* Map the first n entries of an mmap-able array map (all when n is 0 or
  * more than it has): the kernel maps every page at once, so a tool maps
  * what it reads, not a 100 MB result it does not. */
-static void *map_mmap(int fd, size_t *len, uint32_t n)
+static void *map_mmap_prot(int fd, size_t *len, uint32_t n, int prot)
 {
 	struct bpf_map_info info;
 	uint32_t il = sizeof(info);
@@ -387,8 +424,13 @@ static void *map_mmap(int fd, size_t *len, uint32_t n)
 	if (!n || n > info.max_entries)
 		n = info.max_entries;
 	*len = (size_t)((info.value_size + 7) & ~7u) * n;
-	m = mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0);
+	m = mmap(NULL, *len, prot, MAP_SHARED, fd, 0);
 	return m == MAP_FAILED ? NULL : m;
+}
+
+static void *map_mmap(int fd, size_t *len, uint32_t n)
+{
+	return map_mmap_prot(fd, len, n, PROT_READ);
 }
 
 int agg_node_map_results(struct agg_node *n)
@@ -466,7 +508,7 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 	int err;
 
 	memset(n, 0, sizeof(*n));
-	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = -1;
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock = -1;
 	agg_plan_init(&n->plan);
 	err = agg_node_locate(pin_dir, job, node, n->dir, sizeof(n->dir), why, whylen);
 	if (err)
@@ -487,6 +529,7 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 		snprintf(why, whylen, "%s: the stored plan does not read: %s", n->dir, d.msg);
 		return -EIO;
 	}
+	n->token = agg_wire_token(&n->plan);
 	n->self = agg_plan_find(&n->plan, nodename);
 	if (n->self < 0 || agg_layout_of(&n->plan, &n->l, why, whylen)) {
 		snprintf(why, whylen, "%s: the stored plan has no node %s", n->dir, nodename);
@@ -506,10 +549,12 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 	OPEN_PIN(n->fd_prog, "xdp_prog");
 	OPEN_PIN(n->fd_meta, "meta");
 	OPEN_PIN(n->fd_results, "results");
+	OPEN_PIN(n->fd_clock, "clock");
 #undef OPEN_PIN
 	n->meta = map_mmap(n->fd_meta, &n->meta_len, 0);
 	n->results = map_mmap(n->fd_results, &n->results_len, n->l.nexp);
-	if (!n->meta || !n->results) {
+	n->clock = map_mmap_prot(n->fd_clock, &n->clock_len, 1, PROT_READ | PROT_WRITE);
+	if (!n->meta || !n->results || !n->clock) {
 		snprintf(why, whylen, "%s: cannot map the results: %s", n->dir, strerror(errno));
 		return -errno;
 	}
@@ -528,6 +573,10 @@ void agg_node_close(struct agg_node *n)
 		munmap((void *)n->meta, n->meta_len);
 	if (n->results)
 		munmap((void *)n->results, n->results_len);
+	if (n->clock)
+		munmap(n->clock, n->clock_len);
+	if (n->fd_clock >= 0)
+		close(n->fd_clock);
 	if (n->fd_results >= 0)
 		close(n->fd_results);
 	if (n->fd_meta >= 0)
@@ -540,26 +589,92 @@ void agg_node_close(struct agg_node *n)
 		close(n->fd_prog);
 	agg_plan_free(&n->plan);
 	memset(n, 0, sizeof(*n));
-	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = -1;
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock = -1;
 }
 
-static uint32_t meta_ver(const struct agg_node *n, uint32_t s)
+/* Is the result of wire segment s version ver (and not being rewritten)? */
+static bool meta_is(const struct agg_node *n, uint32_t s, uint64_t ver)
 {
-	return __atomic_load_n(&n->meta[s].ver, __ATOMIC_ACQUIRE);
+	uint32_t seq = agg_meta_begin(&n->meta[s]);
+
+	return !(seq & 1) && __atomic_load_n(&n->meta[s].ver, __ATOMIC_RELAXED) == ver;
 }
 
 uint32_t agg_node_missing(const struct agg_node *n, uint32_t lo, uint32_t hi,
-			  uint32_t iter)
+			  uint64_t ver)
 {
 	uint32_t miss = 0;
 
 	for (uint32_t s = lo; s < hi; s++)
-		miss += meta_ver(n, s) != iter + 1;
+		miss += !meta_is(n, s, ver);
 	return miss;
 }
 
+const char *agg_ver_str(uint64_t ver, char *buf, size_t len)
+{
+	if (!ver)
+		snprintf(buf, len, "nothing");
+	else
+		snprintf(buf, len, "run %u iteration %u", agg_ver_run(ver), agg_ver_iter(ver));
+	return buf;
+}
+
+/* Move *at to ver if ver is newer (compare and swap: agg-send, agg-recv
+ * and the XDP program share the clock); the value it held. */
+static uint64_t clock_raise(__u64 *at, uint64_t ver)
+{
+	uint64_t cur = __atomic_load_n(at, __ATOMIC_ACQUIRE);
+
+	while (agg_ver_cmp(ver, cur) > 0 &&
+	       !__atomic_compare_exchange_n(at, &cur, ver, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
+	return cur;
+}
+
+int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, size_t whylen)
+{
+	const char *name = n->plan.node[n->self].name;
+	__u64 *mark = send ? &n->clock->sent : &n->clock->recvd;
+	uint64_t now = __atomic_load_n(&n->clock->now, __ATOMIC_ACQUIRE), old;
+	char a[64], b[64];
+
+	if (now && agg_ver_cmp(ver, now) < 0 && agg_ver_run(ver) != agg_ver_run(now)) {
+		snprintf(why, whylen, "run %u is over on node %s: it has seen run %u (a restarted "
+			 "job needs a newer run on every worker: --run or AGG_RUN, at most %d "
+			 "ahead, modulo 65536)", agg_ver_run(ver), name, agg_ver_run(now),
+			 AGG_RUN_AHEAD);
+		return -ESTALE;
+	}
+	if (now && agg_ver_run(ver) == agg_ver_run(now) && (uint32_t)now &&
+	    agg_ver_cmp(ver, now) > 0 && (uint32_t)ver - (uint32_t)now > AGG_ITER_AHEAD) {
+		snprintf(why, whylen, "iteration %u is more than %d ahead of %s, the newest node %s "
+			 "has seen: the other nodes would refuse it (a jump needs a new run: --run)",
+			 agg_ver_iter(ver), AGG_ITER_AHEAD, agg_ver_str(now, a, sizeof(a)), name);
+		return -ERANGE;
+	}
+	/* agg-send takes its mark now (two agg-sends of one iteration: one
+	 * wins); agg-recv when it has delivered (agg_node_mark_recvd). */
+	old = send ? clock_raise(mark, ver) : __atomic_load_n(mark, __ATOMIC_ACQUIRE);
+	if (old && agg_ver_cmp(ver, old) <= 0) {
+		snprintf(why, whylen, "%s was %s on node %s already (the newest there is %s): "
+			 "within a run an iteration is %s once; a retried step needs a new iteration "
+			 "number on every worker, a restarted job a new run (--run, AGG_RUN)",
+			 agg_ver_str(ver, a, sizeof(a)), send ? "sent" : "received", name,
+			 agg_ver_str(old, b, sizeof(b)), send ? "sent" : "received");
+		return -EALREADY;
+	}
+	clock_raise(&n->clock->now, ver);
+	return 0;
+}
+
+void agg_node_mark_recvd(struct agg_node *n, uint64_t ver)
+{
+	clock_raise(&n->clock->recvd, ver);
+}
+
 void agg_node_missing_ranges(const struct agg_node *n, uint32_t lo, uint32_t hi,
-			     uint32_t iter, char *buf, size_t len)
+			     uint64_t ver, char *buf, size_t len)
 {
 	size_t used = 0;
 
@@ -568,9 +683,9 @@ void agg_node_missing_ranges(const struct agg_node *n, uint32_t lo, uint32_t hi,
 		uint32_t e = s;
 		int w;
 
-		if (meta_ver(n, s) == iter + 1)
+		if (meta_is(n, s, ver))
 			continue;
-		while (e + 1 < hi && meta_ver(n, e + 1) != iter + 1)
+		while (e + 1 < hi && !meta_is(n, e + 1, ver))
 			e++;
 		if (e == s)
 			w = snprintf(buf + used, len - used, "%s%u", used ? "," : "", s);

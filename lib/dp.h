@@ -36,6 +36,9 @@ struct agg_layout {
 int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 		  char *why, size_t whylen);
 
+/* The token every packet of the plan carries and is checked against. */
+uint64_t agg_wire_token(const struct agg_plan *p);
+
 /* Bytes of one "slots" map entry (one chunk of a slot). */
 size_t agg_slot_size(const struct agg_layout *l);
 
@@ -72,6 +75,14 @@ bool agg_addr_is_local(struct in_addr addr);
 /* ARP for addr on the interface: 0 and mac, or -errno (-ETIMEDOUT). */
 int agg_arp_resolve(const struct agg_netif *nif, struct in_addr self,
 		    struct in_addr addr, int timeout_ms, uint8_t mac[6]);
+/*
+ * ARP for n addresses at once: got[i] and mac[i] for those that answered.
+ * Waits up to timeout_ms for those with need[i], and for the others until
+ * grace_ms have passed too; -ETIMEDOUT when a needed one did not answer.
+ */
+int agg_arp_resolve_all(const struct agg_netif *nif, struct in_addr self,
+			const struct in_addr *addr, int n, const bool *need,
+			int timeout_ms, int grace_ms, uint8_t (*mac)[6], bool *got);
 
 /* A loaded node opened by agg-send, agg-recv, agg-stat and agg-check. */
 struct agg_node {
@@ -79,11 +90,13 @@ struct agg_node {
 	struct agg_layout l;
 	int self;		/* node index */
 	char dir[512];		/* its pin directory */
-	int fd_results, fd_meta, fd_stats, fd_sent, fd_prog;
+	int fd_results, fd_meta, fd_stats, fd_sent, fd_prog, fd_clock;
 	const int32_t *results;	/* mmap: the exponent segments' values (nexp x
 				 * segment); all nsegs after agg_node_map_results */
 	const struct agg_meta *meta; /* mmap: nsegs entries */
-	size_t results_len, meta_len;
+	struct agg_clock *clock; /* mmap (read-write): the node's clock */
+	size_t results_len, meta_len, clock_len;
+	uint64_t token;		/* the wire token of the plan */
 	struct agg_netif nif;
 };
 
@@ -110,12 +123,43 @@ static inline uint32_t agg_wire_seg(const struct agg_layout *l, uint32_t d)
 	return l->nexp + d;
 }
 
-/* Wire segments in [lo, hi) whose result is not iteration iter yet. */
+/* Wire segments in [lo, hi) whose result is not version ver (agg_ver) yet. */
 uint32_t agg_node_missing(const struct agg_node *n, uint32_t lo, uint32_t hi,
-			  uint32_t iter);
+			  uint64_t ver);
 /* The same as ranges of data segments ("0-99,130"), at most len bytes. */
 void agg_node_missing_ranges(const struct agg_node *n, uint32_t lo, uint32_t hi,
-			     uint32_t iter, char *buf, size_t len);
+			     uint64_t ver, char *buf, size_t len);
+
+/*
+ * Reading a result under its sequence lock (agg.h, "meta"): seq =
+ * agg_meta_begin(m) (odd: being written, read nothing), read ver and the
+ * values, then agg_meta_valid(m, seq): false if it changed meanwhile.
+ */
+static inline uint32_t agg_meta_begin(const struct agg_meta *m)
+{
+	return __atomic_load_n(&m->seq, __ATOMIC_ACQUIRE);
+}
+
+static inline bool agg_meta_valid(const struct agg_meta *m, uint32_t seq)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return !(seq & 1) && __atomic_load_n(&m->seq, __ATOMIC_RELAXED) == seq;
+}
+
+/* "run 3 iteration 7", "nothing" for 0. */
+const char *agg_ver_str(uint64_t ver, char *buf, size_t len);
+
+/*
+ * Open version ver on the node's clock for agg-send (send true) or
+ * agg-recv: an iteration is sent once and received once per run, and a
+ * run older than the node's is over.  -EALREADY (sent or received
+ * already), -ESTALE (an older run), -ERANGE (too far ahead of the node's
+ * clock, which other nodes would refuse), with why set; else 0, and the
+ * clock (and the sent mark) moved to ver.
+ */
+int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, size_t whylen);
+/* agg-recv delivered ver: later agg-recvs of it (or older) are refused. */
+void agg_node_mark_recvd(struct agg_node *n, uint64_t ver);
 /* The agreed exponent of data segment d (valid once its exponent segment
  * of iter is in). */
 int32_t agg_node_exponent(const struct agg_node *n, uint32_t d);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -98,8 +99,8 @@ static int pinned_fd(const char *dir, const char *name)
 	return bpf_obj_get(path);
 }
 
-/* Remove job's registration from the dispatcher in ddir (locked by the
- * caller); the dispatcher itself when no job is left.  0 or -errno. */
+/* Remove job's registration from the dispatcher in ddir (the caller holds
+ * dev_lock); the dispatcher itself when no job is left.  0 or -errno. */
 static int dev_unregister(const char *ddir, uint32_t job)
 {
 	int ports = pinned_fd(ddir, "ports"), progs = pinned_fd(ddir, "progs");
@@ -135,35 +136,45 @@ out:
 	return err;
 }
 
+/*
+ * Every dispatcher is changed under one lock: PIN_DIR itself, which agg
+ * never removes (a dispatcher's own directory comes and goes, and two
+ * agg-loads that locked two incarnations of it took the same program
+ * slot).  Taken after a node directory's lock, never before.
+ */
+static int dev_lock(const char *pin_dir)
+{
+	return agg_pin_lock(pin_dir, true);
+}
+
 /* Unregister job from every dispatcher of this network namespace. */
 static void dev_unregister_all(const char *pin_dir, uint32_t job)
 {
 	char devs[512], ddir[800], prefix[32];
 	unsigned long ns = 0;
 	struct dirent *e;
+	int lock;
 	DIR *d;
 
 	if (netns_id(&ns))
 		return;
+	lock = dev_lock(pin_dir);
+	if (lock < 0)
+		return;
 	snprintf(devs, sizeof(devs), "%s/dev", pin_dir);
 	snprintf(prefix, sizeof(prefix), "%lu-", ns);
 	d = opendir(devs);
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		int lock;
-
-		if (strncmp(e->d_name, prefix, strlen(prefix)))
-			continue;
-		snprintf(ddir, sizeof(ddir), "%s/%s", devs, e->d_name);
-		lock = agg_pin_lock(ddir, true);
-		if (lock < 0)
-			continue;
-		dev_unregister(ddir, job);
-		close(lock);
+	if (d) {
+		while ((e = readdir(d))) {
+			if (strncmp(e->d_name, prefix, strlen(prefix)))
+				continue;
+			snprintf(ddir, sizeof(ddir), "%s/%s", devs, e->d_name);
+			dev_unregister(ddir, job);
+		}
+		closedir(d);
+		rmdir(devs);	/* when empty */
 	}
-	closedir(d);
-	rmdir(devs);	/* when empty */
+	close(lock);
 }
 
 /* The program registered for port in the dispatcher of ddir, by id; 0 if none. */
@@ -196,8 +207,8 @@ static uint32_t prog_id(int fd)
  * Register prog_fd for job on port in the dispatcher of ifindex: attach
  * the dispatcher first if the interface has none (mode as asked; *generic
  * says what it runs in).  Another job's port is a conflict (-EADDRINUSE);
- * the job's old registration (another port) goes.  ddir is locked by the
- * caller.
+ * the job's old registration (another port) goes.  The caller holds
+ * dev_lock.
  */
 static int dev_register(const char *ddir, const struct agg_netif *nif, enum agg_xdp_mode mode,
 			uint32_t job, uint32_t port, int prog_fd, bool *generic,
@@ -495,27 +506,62 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	snprintf(path, sizeof(path), "%s/plan", dir);
 	replaced = access(path, F_OK) == 0;
 
-	for (int i = 0; i < p->nnodes; i++) {
-		struct in_addr a = p->node[i].addr;
+	/* Every member's MAC: packets are checked against it.  The peers'
+	 * (parent, children) are needed; the others only probe, and get a
+	 * second (a member that is down cannot probe us until a reload). */
+	{
+		struct in_addr *addr = calloc(p->nnodes, sizeof(*addr));
+		bool *need = calloc(p->nnodes, sizeof(*need)), *got = calloc(p->nnodes, sizeof(*got));
+		int n = 0, *idx = calloc(p->nnodes, sizeof(*idx));
+		bool named = false;
+		uint8_t (*m)[6] = calloc(p->nnodes, sizeof(*m));
 
-		if (!peer[i])
-			continue;
-		if (p->node[i].has_mac) {
-			memcpy(mac[i], p->node[i].mac, 6);
-			continue;
+		if (!addr || !need || !got || !idx || !m)
+			err = -ENOMEM;
+		for (int i = 0; !err && i < p->nnodes; i++) {
+			if (i == self) {
+				memcpy(mac[i], nif.mac, 6);
+			} else if (p->node[i].has_mac) {
+				memcpy(mac[i], p->node[i].mac, 6);
+			} else {
+				idx[n] = i;
+				addr[n] = p->node[i].addr;
+				need[n++] = peer[i];
+			}
 		}
-		err = agg_arp_resolve(&nif, me->addr, a, o->arp_timeout_ms, mac[i]);
+		if (!err && n)
+			err = agg_arp_resolve_all(&nif, me->addr, addr, n, need,
+						  o->arp_timeout_ms, 1000, m, got);
+		for (int k = 0; k < n && (!err || err == -ETIMEDOUT); k++) {
+			if (got[k])
+				memcpy(mac[idx[k]], m[k], 6);
+			else if (need[k] && err == -ETIMEDOUT && !named && (named = true))
+				snprintf(why, whylen, "cannot resolve the MAC address of %s (%s) on %s: no ARP reply",
+					 p->node[idx[k]].name, inet_ntoa(addr[k]), nif.name);
+			else if (!need[k])
+				agg_info("%s (%s) did not answer ARP: its probes will be dropped here",
+					 p->node[idx[k]].name, inet_ntoa(addr[k]));
+		}
+		free(addr);
+		free(need);
+		free(got);
+		free(idx);
+		free(m);
+		if (err == -ENOMEM)
+			FAIL(err, "out of memory");
+		if (err == -ETIMEDOUT) {
+			rc = err;
+			goto out;
+		}
 		if (err)
-			FAIL(err, "cannot resolve the MAC address of %s (%s) on %s: %s",
-			     p->node[i].name, inet_ntoa(a), nif.name,
-			     err == -ETIMEDOUT ? "no ARP reply" : strerror(-err));
+			FAIL(err, "cannot resolve MAC addresses on %s: %s", nif.name, strerror(-err));
 	}
 
 	skel = agg__open();
 	if (!skel)
 		FAIL(-errno, "cannot open the BPF object: %s", strerror(errno));
 	skel->rodata->cfg_job = p->job;
-	skel->rodata->cfg_token = p->token;
+	skel->rodata->cfg_token = agg_wire_token(p);
 	skel->rodata->cfg_port = p->port;
 	skel->rodata->cfg_self = self;
 	skel->rodata->cfg_self_addr = me->addr.s_addr;
@@ -530,6 +576,9 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 	skel->rodata->cfg_chunk = l.chunk;
 	skel->rodata->cfg_chunk_cap = l.chunk_cap;
 	skel->rodata->cfg_period = p->period;
+	if (getrandom((void *)&skel->rodata->cfg_meta_key, sizeof(skel->rodata->cfg_meta_key), 0) !=
+	    sizeof(skel->rodata->cfg_meta_key))
+		FAIL(-errno, "cannot get a random number: %s", strerror(errno));
 	plen = (strlen(text) + 1 + 7) & ~(size_t)7;
 	err = bpf_map__set_max_entries(skel->maps.locks, l.nslots * l.nchunks) ?:
 	      bpf_map__set_max_entries(skel->maps.slots, l.nslots * l.nchunks) ?:
@@ -630,12 +679,12 @@ int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
 		if (err)
 			FAIL(-errno ?: err, "cannot pin %s: %s", path, strerror(errno ?: -err));
 	}
+	dlock = dev_lock(o->pin_dir);
+	if (dlock < 0)
+		FAIL(dlock, "cannot lock %s: %s", o->pin_dir, strerror(-dlock));
 	err = mkdir_p(ddir);
 	if (err)
 		FAIL(err, "cannot create %s: %s", ddir, strerror(-err));
-	dlock = agg_pin_lock(ddir, true);
-	if (dlock < 0)
-		FAIL(dlock, "cannot lock %s: %s", ddir, strerror(-dlock));
 	err = dev_register(ddir, &nif, o->mode, p->job, p->port,
 			   bpf_program__fd(skel->progs.agg_xdp), generic, why, whylen);
 	if (err) {

@@ -214,6 +214,31 @@ uint32_t agg_argp_iter(struct argp_state *state, const char *arg)
 	return (uint32_t)v;
 }
 
+uint32_t agg_argp_run(struct argp_state *state, const char *arg)
+{
+	uint64_t v;
+
+	if (agg_parse_u64(arg, &v, NULL) || v > AGG_RUN_MAX)
+		argp_error(state, "bad run '%s' (0 to %u)", arg, AGG_RUN_MAX);
+	return (uint32_t)v;
+}
+
+int agg_run_default(uint32_t *run)
+{
+	const char *e = getenv("AGG_RUN");
+	uint64_t v;
+
+	*run = 0;
+	if (!e || !*e)
+		return 0;
+	if (agg_parse_u64(e, &v, NULL) || v > AGG_RUN_MAX) {
+		agg_err("AGG_RUN='%s' is not a run (0 to %u)", e, AGG_RUN_MAX);
+		return -EINVAL;
+	}
+	*run = (uint32_t)v;
+	return 0;
+}
+
 double agg_argp_timeout(struct argp_state *state, const char *arg)
 {
 	double d;

@@ -52,6 +52,11 @@ double agg_now(void);
  * parsers: argp_error with a clear message when arg is bad. */
 uint32_t agg_argp_iter(struct argp_state *state, const char *arg);
 double agg_argp_timeout(struct argp_state *state, const char *arg);
+/* --run N (0 to AGG_RUN_MAX), and the default: $AGG_RUN, else 0 (-EINVAL,
+ * said on stderr, when AGG_RUN is set to something else). */
+#define AGG_RUN_MAX	65535
+uint32_t agg_argp_run(struct argp_state *state, const char *arg);
+int agg_run_default(uint32_t *run);
 /* --op sum|max|min: AGG_OP_* of bpf/agg.h. */
 unsigned agg_argp_op(struct argp_state *state, const char *arg);
 

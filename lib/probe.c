@@ -25,7 +25,8 @@
 
 struct walk {
 	const struct agg_node *n;
-	uint32_t iter, seg;
+	uint64_t ver;		/* agg_ver(run, iteration) */
+	uint32_t seg;
 	unsigned tree;
 	int sock, timeout_ms;
 	struct agg_culprit *out;
@@ -35,8 +36,9 @@ struct walk {
 static int probe_local(const struct walk *w, struct agg_probe *a)
 {
 	const struct agg_node *n = w->n;
-	uint32_t si = (uint32_t)(((uint64_t)w->iter * n->l.nsegs + w->seg) % n->l.nslots);
-	uint32_t ver = w->iter + 1, t = w->tree;
+	uint32_t si = (uint32_t)(((uint64_t)agg_ver_iter(w->ver) * n->l.nsegs + w->seg) % n->l.nslots);
+	uint32_t t = w->tree;
+	uint64_t ver = w->ver;
 	struct agg_tree_info ti;
 	struct agg_slot slot, *s = &slot;
 	char path[600];
@@ -58,11 +60,12 @@ static int probe_local(const struct walk *w, struct agg_probe *a)
 	a->expect = ti.expect;
 	a->slot_ver = s->ver;
 	a->slot_seg = s->seg;
+	a->clock = __atomic_load_n(&n->clock->now, __ATOMIC_ACQUIRE);
 	if (!ti.expect)
 		a->state = AGG_PROBE_NOT_IN_TREE;
 	else if (s->ver == ver && s->seg == w->seg)
 		a->state = s->done ? AGG_PROBE_DONE : AGG_PROBE_COLLECTING;
-	else if (ver > s->ver || (ver == s->ver && w->seg > s->seg))
+	else if (agg_ver_cmp(ver, s->ver) > 0 || (ver == s->ver && w->seg > s->seg))
 		a->state = AGG_PROBE_EMPTY;
 	else
 		a->state = AGG_PROBE_GONE;
@@ -100,9 +103,10 @@ static int probe_remote(const struct walk *w, int node, struct agg_probe *a)
 	q.h.tree = w->tree;
 	q.h.from = w->n->self;
 	q.h.job = p->job;
-	q.h.iter = w->iter;
+	q.h.iter = agg_ver_iter(w->ver);
+	q.h.run = agg_ver_run(w->ver);
 	q.h.seg = w->seg;
-	q.h.token = p->token;
+	q.h.token = w->n->token;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		double end = now_ms() + w->timeout_ms / 2.0;
 
@@ -117,7 +121,8 @@ static int probe_remote(const struct walk *w, int node, struct agg_probe *a)
 			if (recv(w->sock, &r, sizeof(r), 0) != sizeof(r))
 				continue;
 			if (r.h.magic != AGG_MAGIC || r.h.type != AGG_T_PROBE ||
-			    r.h.from != node || r.h.iter != w->iter || r.h.seg != w->seg ||
+			    r.h.from != node || r.h.iter != agg_ver_iter(w->ver) ||
+			    r.h.run != agg_ver_run(w->ver) || r.h.seg != w->seg ||
 			    r.a.node != (uint32_t)node)
 				continue;	/* an older probe's answer */
 			*a = r.a;
@@ -127,7 +132,7 @@ static int probe_remote(const struct walk *w, int node, struct agg_probe *a)
 	return -ETIMEDOUT;
 }
 
-static void blame_ver(struct walk *w, int node, int at, enum agg_blame why, uint32_t ver)
+static void blame_ver(struct walk *w, int node, int at, enum agg_blame why, uint64_t ver)
 {
 	if (w->found < w->max)
 		w->out[w->found] = (struct agg_culprit){ node, at, why, w->seg, ver };
@@ -160,7 +165,7 @@ static void down(struct walk *w, int root)
 			blame(w, x, prev, AGG_BLAME_SILENT);
 			return;
 		}
-		if (p->node[x].role == AGG_ROLE_WORKER && a.result_ver != w->iter + 1) {
+		if (p->node[x].role == AGG_ROLE_WORKER && a.result_ver != w->ver) {
 			blame(w, prev, x, AGG_BLAME_LOST_DOWN);
 			return;
 		}
@@ -183,9 +188,23 @@ static void walk(struct walk *w, int r, int at, int depth)
 		blame(w, r, at, AGG_BLAME_SILENT);
 		return;
 	}
+	if (a.clock && agg_ver_run(a.clock) != agg_ver_run(w->ver) &&
+	    agg_ver_cmp(a.clock, w->ver) > 0) {
+		/* r is in a newer run: ours is over there (drop_run). */
+		blame_ver(w, r, at, AGG_BLAME_AHEAD, a.clock);
+		return;
+	}
+	if (a.state == AGG_PROBE_EMPTY && agg_ver_cmp(w->ver, a.clock) > 0 &&
+	    (agg_ver_run(w->ver) == agg_ver_run(a.clock) ?
+	     (uint32_t)a.clock && (uint32_t)w->ver - (uint32_t)a.clock > AGG_ITER_AHEAD :
+	     (uint16_t)(agg_ver_run(w->ver) - agg_ver_run(a.clock)) > AGG_RUN_AHEAD)) {
+		/* r refuses our packets as too far ahead (drop_ahead). */
+		blame_ver(w, r, at, AGG_BLAME_FAR, a.clock);
+		return;
+	}
 	switch (a.state) {
 	case AGG_PROBE_GONE:
-		if (a.slot_ver > w->iter + 1) {
+		if (agg_ver_cmp(a.slot_ver, w->ver) > 0) {
 			/* Not lost: a newer iteration took the slot (someone
 			 * runs ahead, or the job restarted from a lower one). */
 			blame_ver(w, r, at, AGG_BLAME_AHEAD, a.slot_ver);
@@ -218,13 +237,13 @@ static void walk(struct walk *w, int r, int at, int depth)
 	}
 }
 
-int agg_probe_segment(const struct agg_node *n, uint32_t iter, uint32_t seg,
+int agg_probe_segment(const struct agg_node *n, uint64_t ver, uint32_t seg,
 		      struct agg_culprit *out, int max, int timeout_ms)
 {
 	const struct agg_plan *p = &n->plan;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = p->node[n->self].addr };
 	struct walk w = {
-		.n = n, .iter = iter, .seg = seg, .tree = agg_plan_seg_tree(p, seg),
+		.n = n, .ver = ver, .seg = seg, .tree = agg_plan_seg_tree(p, seg),
 		.timeout_ms = timeout_ms, .out = out, .max = max,
 	};
 
@@ -258,12 +277,13 @@ static void say(char *buf, size_t len, size_t *used, const char *fmt, ...)
 		*used += (size_t)n;
 }
 
-void agg_explain_missing(const struct agg_node *n, uint32_t iter, uint32_t lo,
+void agg_explain_missing(const struct agg_node *n, uint64_t ver, uint32_t lo,
 			 uint32_t hi, int budget_ms, char *buf, size_t len)
 {
 	const struct agg_plan *p = &n->plan;
 	struct agg_culprit c[16], all[32];
 	double end = now_ms() + budget_ms;
+	char v1[64], v2[64];
 	int nall = 0;
 	size_t used = 0;
 
@@ -275,11 +295,11 @@ void agg_explain_missing(const struct agg_node *n, uint32_t iter, uint32_t lo,
 
 		for (s = lo; s < hi; s++)
 			if (agg_plan_seg_tree(p, s) == (unsigned)t &&
-			    agg_node_missing(n, s, s + 1, iter))
+			    agg_node_missing(n, s, s + 1, ver))
 				break;
 		if (s == hi)
 			continue;
-		k = agg_probe_segment(n, iter, s, c, 16, 200);
+		k = agg_probe_segment(n, ver, s, c, 16, 200);
 		for (int i = 0; i < k; i++) {
 			bool dup = false;
 
@@ -311,9 +331,16 @@ void agg_explain_missing(const struct agg_node *n, uint32_t iter, uint32_t lo,
 			    who, all[i].seg, at);
 			break;
 		case AGG_BLAME_AHEAD:
-			say(buf, len, &used, "%s (its slot of segment %u holds iteration %u, newer than %u: "
-			    "a job restarted from a lower --iter needs agg-load --unload and a new load)",
-			    who, all[i].seg, all[i].ver - 1, iter);
+			say(buf, len, &used, "%s (has seen %s for segment %u, newer than %s: "
+			    "a job restarted from a lower iteration needs a newer run, --run)",
+			    who, agg_ver_str(all[i].ver, v1, sizeof(v1)), all[i].seg,
+			    agg_ver_str(ver, v2, sizeof(v2)));
+			break;
+		case AGG_BLAME_FAR:
+			say(buf, len, &used, "%s (is at %s: %s is more than %d ahead, and refused; "
+			    "a jump needs a new run, --run)", who,
+			    agg_ver_str(all[i].ver, v1, sizeof(v1)), agg_ver_str(ver, v2, sizeof(v2)),
+			    AGG_ITER_AHEAD);
 			break;
 		case AGG_BLAME_LOST_DOWN:
 			say(buf, len, &used, "%s (has the result of segment %u; %s does not: lost on the way down)",

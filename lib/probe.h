@@ -17,7 +17,8 @@ enum agg_blame {
 	AGG_BLAME_SILENT,	/* node does not answer probes: down or cut off */
 	AGG_BLAME_LOST_UP,	/* node finished, its aggregate did not reach the parent */
 	AGG_BLAME_LOST_DOWN,	/* node has the result, its child "at" has not */
-	AGG_BLAME_AHEAD,	/* node's slot holds a newer iteration (ver - 1) */
+	AGG_BLAME_AHEAD,	/* node's slot (or clock) holds a newer version: ver */
+	AGG_BLAME_FAR,		/* node refuses ours as too far ahead of its clock, ver */
 };
 
 struct agg_culprit {
@@ -25,23 +26,23 @@ struct agg_culprit {
 	int at;			/* the node that waits for it (-1: none) */
 	enum agg_blame why;
 	uint32_t seg;		/* the wire segment probed */
-	uint32_t ver;		/* AGG_BLAME_AHEAD: the slot's iteration + 1 */
+	uint64_t ver;		/* AGG_BLAME_AHEAD, _FAR: the node's version (agg_ver) */
 };
 
 /*
- * Walk the tree of wire segment seg of iteration iter from its root and
+ * Walk the tree of wire segment seg of version ver from its root and
  * collect up to max culprits in out; each probe waits up to timeout_ms.
  * Returns the number found or -errno.
  */
-int agg_probe_segment(const struct agg_node *n, uint32_t iter, uint32_t seg,
+int agg_probe_segment(const struct agg_node *n, uint64_t ver, uint32_t seg,
 		      struct agg_culprit *out, int max, int timeout_ms);
 
 /*
- * One sentence on who holds up wire segments [lo, hi) of iter on node n
+ * One sentence on who holds up wire segments [lo, hi) of version ver (agg_ver) on node n
  * ("" when the probes found nothing), probing the first missing segment of
  * every tree within about budget_ms.
  */
-void agg_explain_missing(const struct agg_node *n, uint32_t iter, uint32_t lo,
+void agg_explain_missing(const struct agg_node *n, uint64_t ver, uint32_t lo,
 			 uint32_t hi, int budget_ms, char *buf, size_t len);
 
 #endif

@@ -38,7 +38,7 @@ const char *agg_stat_name(int field)
 
 bool agg_stat_is_drop(int field)
 {
-	return (field >= AGG_S_DROP_DUP && field <= AGG_S_DROP_SEG) ||
+	return (field >= AGG_S_DROP_DUP && field <= AGG_S_DROP_AHEAD) ||
 	       field == AGG_S_ERROR || field == AGG_S_TX_FAIL;
 }
 
@@ -48,10 +48,11 @@ const struct agg_stat_group agg_stat_groups[] = {
 	{ "results", 4, { AGG_S_STORED, AGG_S_RELAYED, AGG_S_FANOUT, AGG_S_SIGNALS } },
 	{ "recovery", 5, { AGG_S_RETX, AGG_STAT_SENT(AGG_SENT_RESENT), AGG_S_SERVED,
 			   AGG_S_PENDING, AGG_S_PROBES } },
-	{ "drops", 11, { AGG_S_DROP_DUP, AGG_S_DROP_STALE, AGG_S_DROP_BUSY,
+	{ "drops", 15, { AGG_S_DROP_DUP, AGG_S_DROP_STALE, AGG_S_DROP_BUSY,
 			 AGG_S_DROP_MALFORMED, AGG_S_DROP_JOB, AGG_S_DROP_TOKEN,
-			 AGG_S_DROP_MEMBER, AGG_S_DROP_ROUTE, AGG_S_DROP_SEG,
-			 AGG_S_ERROR, AGG_S_TX_FAIL } },
+			 AGG_S_DROP_MEMBER, AGG_S_DROP_MAC, AGG_S_DROP_FLAGS,
+			 AGG_S_DROP_RUN, AGG_S_DROP_AHEAD, AGG_S_DROP_ROUTE,
+			 AGG_S_DROP_SEG, AGG_S_ERROR, AGG_S_TX_FAIL } },
 	{ "sent by agg-send", 3, { AGG_STAT_SENT(AGG_SENT_ITERS), AGG_STAT_SENT(AGG_SENT_WIRE),
 				  AGG_STAT_SENT(AGG_SENT_LOCAL) } },
 };

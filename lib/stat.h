@@ -30,7 +30,7 @@ bool agg_stat_is_drop(int field);
 struct agg_stat_group {
 	const char *title;
 	int nfields;
-	int field[12];
+	int field[16];
 };
 extern const struct agg_stat_group agg_stat_groups[];
 extern const int agg_stat_ngroups;
@@ -97,7 +97,7 @@ void agg_stat_rates(const struct agg_stat_node *n, const struct agg_stat_snap *a
 /* A slot of the pool, with the contributors it holds and waits for. */
 struct agg_stat_slot {
 	uint32_t index;
-	uint32_t ver;		/* iteration + 1; 0: never used */
+	uint64_t ver;		/* agg_ver(run, iteration); 0: never used */
 	uint32_t seg;		/* wire segment */
 	uint32_t done;
 	uint32_t op;

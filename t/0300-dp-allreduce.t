@@ -68,15 +68,16 @@ test_expect_success 'NaN and Inf become NaN in every result, and agg-send counts
 
 '
 
-test_expect_success 'an older iteration is stale: dropped and counted, agg-send exits 1' '
+test_expect_success 'an older iteration: agg-send refuses it (exit 2); its packets are stale, dropped and counted' '
 	parent=$(awk "\$1 == \"edge\" && \$3 == \"c1\" { print \$4 }" plan.txt) &&
+	test_expect_code 2 vcluster_run c1 agg-send --iter 5 --timeout 1 in.1.c1 2>err &&
+	grep "run 0 iteration 5 was sent on node c1 already (the newest there is run 0 iteration 10)" err &&
 	agg-stat --node $parent >before &&
-	test_expect_code 1 vcluster_run c1 agg-send --iter 5 --timeout 1 in.1.c1 2>err &&
-	grep "iteration 5: 62 of 62 segments not aggregated" err &&
+	vcluster_run c1 pktfuzz send --plan plan.txt --to $parent --count 3 iter=5 >sent &&
 	agg-stat --node $parent >after &&
 	b=$(awk "\$1 == \"drop_stale\" { print \$2 }" before) &&
 	a=$(awk "\$1 == \"drop_stale\" { print \$2 }" after) &&
-	test $((a - b)) -ge 1
+	test $((a - b)) = 3
 '
 
 test_expect_success 'a gradient of the wrong length is bad input (exit 2), nothing sent' '

@@ -22,7 +22,7 @@
  *	DATA packet of the plan from this host: src (address or node; hdr.from
  *	follows a node), dst (node, else --to), from, type (data, result,
  *	request, probe or a number), op, magic, flags, tree, job, iter, seg,
- *	count, attempt, token, len (frame bytes: cut or zero-padded), val (every
+ *	run, attempt, token, len (frame bytes: cut or zero-padded), val (every
  *	value), dport.
  *
  * TARGET: --job, --node, --pin-dir as for agg-stat(1).  Exit status: 0 ok,
@@ -68,6 +68,7 @@ static struct {
 	uint64_t seed;
 	uint32_t iter;
 	uint32_t iter_max;
+	uint32_t run;
 	const char *trace;
 	const char *plan;
 	const char *to;
@@ -80,7 +81,7 @@ static struct {
 	.rate = 20000 };
 
 enum { OPT_COUNT = 0x100, OPT_SEED, OPT_ITER, OPT_ITER_MAX, OPT_TRACE, OPT_PLAN, OPT_TO,
-       OPT_DEV, OPT_DURATION, OPT_RATE };
+       OPT_DEV, OPT_DURATION, OPT_RATE, OPT_RUN };
 
 static const char doc[] =
 "pktfuzz run|state|send: hostile packets for the data-plane tests.\n"
@@ -90,7 +91,7 @@ static const char doc[] =
 "  state  check the slot pool; print digests of the node's maps\n"
 "  send   crafted packets from this namespace (AF_PACKET); a SPEC is\n"
 "         key=value,... with keys src dst from type op magic flags tree\n"
-"         job iter seg count attempt token len val dport\n"
+"         job iter seg run attempt token len val dport\n"
 "\v"
 "Exit status: 0 ok, 1 a check failed, 2 bad usage, 3 system failure.";
 
@@ -101,6 +102,9 @@ static const struct argp_option options[] = {
 	{ "iter-max", OPT_ITER_MAX, "M", 0,
 	  "run: fold the iteration of a packet with the job's token to at most M\n"
 	  "(default 2^31-1), so a real iteration can run above every one", 0 },
+	{ "run", OPT_RUN, "R", 0,
+	  "The run of valid packets, and of every packet with the job's token in\n"
+	  "run (default 0: a newer run would end the test's)", 0 },
 	{ "trace", OPT_TRACE, "FILE", 0, "run: write every unaccounted packet to FILE", 0 },
 	{ "plan", OPT_PLAN, "FILE", 0, "send: the plan the target runs", 0 },
 	{ "to", OPT_TO, "NODE", 0, "send: the default destination node", 0 },
@@ -134,6 +138,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			env.iter = (uint32_t)v;
 		else
 			env.iter_max = (uint32_t)v;
+		break;
+	case OPT_RUN:
+		env.run = agg_argp_run(state, arg);
 		break;
 	case OPT_TRACE:
 		env.trace = arg;
@@ -292,6 +299,7 @@ struct fuzz {
 	struct agg_rand r;
 	struct tmpl *t;
 	int nt;
+	uint8_t (*mac)[6];	/* per node: its MAC, from the node's "nodes" map */
 	uint32_t **offs;	/* per tree: offsets within the period that map to it */
 	uint32_t *noffs;
 	uint64_t trunc_next;
@@ -320,8 +328,25 @@ static int fuzz_init(struct fuzz *z, struct agg_node *n)
 	z->t = calloc((size_t)p->ntrees * (2 * p->nnodes + 3) + p->nnodes, sizeof(*z->t));
 	z->offs = calloc(p->ntrees, sizeof(*z->offs));
 	z->noffs = calloc(p->ntrees, sizeof(*z->noffs));
-	if (!z->t || !z->offs || !z->noffs)
+	z->mac = calloc(p->nnodes, sizeof(*z->mac));
+	if (!z->t || !z->offs || !z->noffs || !z->mac)
 		return -ENOMEM;
+	{
+		char path[600];
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/nodes", n->dir);
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+			return -errno;
+		for (uint32_t i = 0; i < (uint32_t)p->nnodes; i++) {
+			struct agg_node_info ni;
+
+			if (!bpf_map_lookup_elem(fd, &i, &ni))
+				memcpy(z->mac[i], ni.mac, 6);
+		}
+		close(fd);
+	}
 	for (int t = 0; t < p->ntrees; t++) {
 		const int *par = p->tree[t].parent;
 		bool kids = false;
@@ -381,8 +406,7 @@ static size_t fuzz_valid(struct fuzz *z, uint8_t *buf)
 	f.src = p->node[t->from].addr;
 	f.dst = self->addr;
 	memcpy(f.dmac, z->n->nif.mac, 6);
-	f.smac[0] = 0x02;
-	f.smac[5] = (uint8_t)t->from;
+	memcpy(f.smac, z->mac[t->from], 6);
 	f.h.magic = AGG_MAGIC;
 	f.h.type = t->type;
 	if (seg < z->n->l.nexp)
@@ -393,10 +417,10 @@ static size_t fuzz_valid(struct fuzz *z, uint8_t *buf)
 	f.h.from = (uint16_t)t->from;
 	f.h.job = p->job;
 	f.h.iter = env.iter + (uint32_t)rnd(z, 4);
+	f.h.run = (uint16_t)env.run;
 	f.h.seg = seg;
-	f.h.count = t->type == AGG_T_PROBE ? 0 : (uint16_t)p->segment;
 	f.h.attempt = rnd(z, 8) ? 0 : (uint16_t)(1 + rnd(z, 5));
-	f.h.token = p->token;
+	f.h.token = z->n->token;
 	f.vals = (int)rnd(z, 3);
 	return frame_build(buf, &f, p->segment, &z->r);
 }
@@ -423,7 +447,7 @@ static const struct field {
 	{ 50, 4, false },	/* job */
 	{ 54, 4, false },	/* iter */
 	{ 58, 4, false },	/* seg */
-	{ 62, 2, false },	/* count */
+	{ 62, 2, false },	/* run */
 	{ 64, 2, false },	/* attempt */
 	{ 66, 8, false },	/* token */
 };
@@ -454,7 +478,7 @@ static uint64_t field_value(struct fuzz *z, const struct field *fd, uint64_t cur
 		l->nsegs, l->nsegs - 1, l->nexp, l->nexp - 1, (uint64_t)p->nnodes,
 		(uint64_t)p->ntrees, p->segment, p->segment + 1, p->segment - 1,
 		sizeof(struct agg_probe), 4 * (uint64_t)p->segment, p->job, p->job + 1,
-		p->token, p->token ^ 1, p->port, p->port + 1,
+		z->n->token, z->n->token ^ 1, p->port, p->port + 1,
 		ntohl(p->node[rnd(z, p->nnodes)].addr.s_addr), rnd(z, p->nnodes),
 	};
 
@@ -552,7 +576,7 @@ static size_t fuzz_garbage(struct fuzz *z, uint8_t *buf)
 		if (rnd(z, 2))
 			h.job = p->job;
 		if (rnd(z, 2))
-			h.token = p->token;
+			h.token = z->n->token;
 		memcpy(buf + HDR_OFF, &h, sizeof(h));
 	}
 	if (rnd(z, 2) && len >= HDR_OFF) {	/* lengths that match the frame */
@@ -672,10 +696,14 @@ static int do_run(struct agg_node *n)
 			 * A member's packet with the token is trusted: one of a
 			 * far iteration would hold its slot until the job got
 			 * there, so the test could run no real iteration after. */
-			if (h.job == n->plan.job && h.token == n->plan.token &&
+			if (h.job == n->plan.job && h.token == n->token &&
 			    h.iter != UINT32_MAX) {
-				if (h.iter > env.iter_max) {
-					h.iter %= env.iter_max + 1;
+				/* and so would a newer run: every packet with
+				 * the token stays in the test's run */
+				if (h.iter > env.iter_max || h.run != env.run) {
+					if (h.iter > env.iter_max)
+						h.iter %= env.iter_max + 1;
+					h.run = (uint16_t)env.run;
 					memcpy(buf + HDR_OFF, &h, sizeof(h));
 				}
 				if (!any_iter || h.iter > max_iter)
@@ -874,7 +902,7 @@ static int do_state(struct agg_node *n)
 			goto check;
 		}
 		expect = trees[agg_plan_seg_tree(&n->plan, s->seg)].expect;
-		if (((uint64_t)(s->ver - 1) * l->nsegs + s->seg) % l->nslots != i / l->nchunks)
+		if (((uint64_t)agg_ver_iter(s->ver) * l->nsegs + s->seg) % l->nslots != i / l->nchunks)
 			why = "not at its index";
 		else if (s->op >= AGG_OP_COUNT || (s->seg < l->nexp && s->op != AGG_OP_MAX))
 			why = "bad op";
@@ -887,8 +915,8 @@ static int do_state(struct agg_node *n)
 check:
 		if (why) {
 			bad++;
-			printf("bad_slot %u ver=%u seg=%u bitmap=%#" PRIx64 " done=%u op=%u: %s\n",
-			       i, s->ver, s->seg, (uint64_t)s->bitmap, s->done, s->op, why);
+			printf("bad_slot %u ver=%#" PRIx64 " seg=%u bitmap=%#" PRIx64 " done=%u op=%u: %s\n",
+			       i, (uint64_t)s->ver, s->seg, (uint64_t)s->bitmap, s->done, s->op, why);
 		}
 	}
 	printf("slots %u\n", si.max_entries);
@@ -952,7 +980,7 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 		      int to, struct sendspec *sp, char *why, size_t wl)
 {
 	struct frame *f = &sp->f;
-	bool have_from = false, have_tree = false, have_op = false, have_count = false;
+	bool have_from = false, have_tree = false, have_op = false;
 	int from = -1;
 	char *kv, *save = NULL;
 
@@ -963,7 +991,8 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 	f->h.magic = AGG_MAGIC;
 	f->h.type = AGG_T_DATA;
 	f->h.job = p->job;
-	f->h.token = p->token;
+	f->h.token = agg_wire_token(p);
+	f->h.run = (uint16_t)env.run;
 	f->h.seg = l->nexp;	/* the first data segment */
 	for (kv = strtok_r(text, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
 		char *v = strchr(kv, '=');
@@ -1021,10 +1050,9 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 		} else if (!strcmp(kv, "seg")) {
 			if (!(bad = parse_num(v, UINT32_MAX, &x)))
 				f->h.seg = (uint32_t)x;
-		} else if (!strcmp(kv, "count")) {
-			have_count = true;
+		} else if (!strcmp(kv, "run")) {
 			if (!(bad = parse_num(v, 0xffff, &x)))
-				f->h.count = (uint16_t)x;
+				f->h.run = (uint16_t)x;
 		} else if (!strcmp(kv, "attempt")) {
 			if (!(bad = parse_num(v, 0xffff, &x)))
 				f->h.attempt = (uint16_t)x;
@@ -1056,8 +1084,6 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 		f->h.tree = (uint16_t)agg_plan_seg_tree(p, f->h.seg);
 	if (!have_op)
 		f->h.op = f->h.seg < l->nexp ? AGG_OP_MAX : AGG_OP_SUM;
-	if (!have_count)
-		f->h.count = f->h.type == AGG_T_PROBE ? 0 : (uint16_t)p->segment;
 	if (sp->to < 0) {
 		snprintf(why, wl, "no destination: give --to or dst=");
 		return -EINVAL;
