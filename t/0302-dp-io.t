@@ -131,16 +131,17 @@ test_expect_success 'killed while waiting (SIGTERM, SIGINT): FILE unchanged, not
 	done
 '
 
+# Iterations 7 and 8: within a run an iteration is sent and received once.
 test_expect_success 'agg-send: FILE, a pipe and standard input (at an offset too) give the same bits' '
-	dp_inputs 5 &&
+	dp_inputs 7 &&
 	RECV_w1= RECV_w2= RECV_w3= &&
-	io_allreduce 5 &&
-	for w in w1 w2 w3; do cp in.5.$w in.6.$w || return 1; done &&
-	head -c 4099 /dev/urandom >pre.w3 && cat in.6.w3 >>pre.w3 &&
-	SEND_w1="cat in.6.w1 | S" SEND_w2="S - <in.6.w2" &&
+	io_allreduce 7 &&
+	for w in w1 w2 w3; do cp in.7.$w in.8.$w || return 1; done &&
+	head -c 4099 /dev/urandom >pre.w3 && cat in.8.w3 >>pre.w3 &&
+	SEND_w1="cat in.8.w1 | S" SEND_w2="S - <in.8.w2" &&
 	SEND_w3="{ dd bs=4099 count=1 of=/dev/null status=none; S; } <pre.w3" &&
-	io_allreduce 6 &&
-	for w in w1 w2 w3; do cmp out.5.$w out.6.$w || return 1; done &&
+	io_allreduce 8 &&
+	for w in w1 w2 w3; do cmp out.7.$w out.8.$w || return 1; done &&
 	SEND_w1= SEND_w2= SEND_w3=
 '
 

@@ -36,8 +36,8 @@ test_expect_success 'segment 16368 at MTU 65535: 16 chunks of 1023 values per sl
 	grep -q "^edge 0 c[0-9] [ab]" plan.txt &&
 	dp_setup hosts.txt plan.txt &&
 	test "$(slots_map ps0 max_entries)" = $((2 * 16 * 16)) &&
-	test "$(slots_map ps0 bytes_value)" = $((24 + 8 * 1024)) &&
-	test "$(slots_map a bytes_value)" = $((24 + 8 * 1024))
+	test "$(slots_map ps0 bytes_value)" = $((32 + 8 * 1024)) &&
+	test "$(slots_map a bytes_value)" = $((32 + 8 * 1024))
 '
 
 test_expect_success 'three iterations: the same bits everywhere, within 1e-6 of the float64 sum' '
@@ -88,7 +88,7 @@ test_expect_success 'segment 2050: 3 chunks, the last one shorter' '
 	DP_PLAN=plan2.txt && DP_SEG=2050 &&
 	test "$(dp_plan_field slots)" = 127 &&
 	test "$(slots_map ps0 max_entries)" = $((2 * 127 * 3)) &&
-	test "$(slots_map ps0 bytes_value)" = $((24 + 8 * 684))
+	test "$(slots_map ps0 bytes_value)" = $((32 + 8 * 684))
 '
 
 test_expect_success 'segment 2050: sum, max and min, bit-identical, within 1e-6' '

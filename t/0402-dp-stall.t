@@ -107,10 +107,58 @@ test_expect_success 'after the stalls a full iteration works again' '
 	dp_inputs 4 && dp_allreduce 4 && dp_check 4
 '
 
-test_expect_success 'a job restarted from a lower iteration is told to reload, not left guessing' '
+# dp_inputs ITER seeds by ITER: inputs of another iteration, so a stale sum
+# could not pass dp_check.
+inputs_as() {	# inputs_as FROM TO
+	dp_inputs $1 && for w in $(dp_workers); do mv in.$1.$w in.$2.$w || return 1; done
+}
+
+test_expect_success 'a lower iteration in the same run is refused (exit 2), said so, nothing sent' '
 	dp_inputs 2 &&
-	test_expect_code 1 vcluster_run c1 agg-send --iter 2 --timeout 2 in.2.c1 2>err &&
-	grep "held up by [a-z0-9]* (its slot of segment [0-9]* holds iteration 4, newer than 2: a job restarted from a lower --iter needs agg-load --unload and a new load)" err
+	agg-stat --node c1 >before &&
+	test_expect_code 2 vcluster_run c1 agg-send --iter 2 in.2.c1 2>err &&
+	grep "agg-send: run 0 iteration 2 was sent on node c1 already (the newest there is run 0 iteration 4)" err &&
+	test_expect_code 2 vcluster_run c1 agg-recv --iter 4 out 2>err &&
+	grep "agg-recv: run 0 iteration 4 was received on node c1 already" err &&
+	test ! -e out &&
+	agg-stat --node c1 >after &&
+	test "$(awk "\$1 == \"iterations\" { print \$2 }" before)" = \
+	     "$(awk "\$1 == \"iterations\" { print \$2 }" after)"
+'
+
+test_expect_success 'the job restarted in run 1 from iteration 1: new sums, no reload' '
+	inputs_as 11 1 && inputs_as 12 2 &&
+	AGG_RUN=1 && export AGG_RUN &&
+	for i in 1 2; do dp_allreduce $i && dp_check $i || return 1; done &&
+	unset AGG_RUN
+'
+
+test_expect_success 'a worker left in the old run is told which run took over' '
+	inputs_as 13 3 &&
+	pids= &&
+	for w in $(dp_workers); do
+		test $w = c1 && continue
+		vcluster_run $w agg-send --run 2 --iter 3 --timeout $T in.3.$w 2>/dev/null &
+		pids="$pids $!"
+	done &&
+	parent=$(awk "\$1 == \"edge\" && \$3 == \"c1\" { print \$4 }" plan.txt) &&
+	n=0 &&
+	until agg-check --node $parent -j | jq -e ".run == 2" >/dev/null; do
+		n=$((n + 1)) && test $n -lt 300 || return 1
+		sleep 0.05
+	done &&
+	test_expect_code 1 vcluster_run c1 agg-send --run 1 --iter 3 --timeout 2 in.3.c1 2>err &&
+	cat err &&
+	grep "held up by [a-z0-9]* (has seen run 2 iteration 3 for segment [0-9]*, newer than run 1 iteration 3: a job restarted from a lower iteration needs a newer run, --run)" err &&
+	test "$(dp_stat $parent drop_run)" -gt 0 &&
+	for p in $pids; do test_expect_code 1 wait $p || return 1; done
+'
+
+test_expect_success 'then every worker in run 3 from iteration 1: bit-exact' '
+	inputs_as 14 1 &&
+	AGG_RUN=3 && export AGG_RUN &&
+	dp_allreduce 1 && dp_check 1 &&
+	unset AGG_RUN
 '
 
 test_done

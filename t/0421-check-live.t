@@ -73,7 +73,7 @@ test_expect_success 'a worker that does not send: its parent names it, exit 1' '
 	grep -x "incomplete node=a iter=2 seg=0 tree=0 missing=c3 in=c1,a" a.out &&
 	test $(grep -c "^incomplete " a.out) = 1 &&
 	grep -x "not-started node=a iter=2 segs=1-32 count=32" a.out &&
-	grep "^summary node=a iter=2 incomplete=1 not_started=32 " a.out &&
+	grep "^summary node=a iter=2 run=0 incomplete=1 not_started=32 " a.out &&
 	test "$(field ok a.out)" = no &&
 	test_expect_code 1 ck a -j >a.json &&
 	jq -e "[.incomplete[].missing] == [[\"c3\"]] and .ok == false" a.json &&
@@ -88,9 +88,11 @@ test_expect_success 'workers name the results they miss as ranges; --iter picks 
 		grep -x "results-missing node=$w iter=2 segs=0-32 count=33" $w.out &&
 		grep "results_missing=33 superseded=0 signal=no ok=no" $w.out || return 1
 	done &&
-	# Without --iter a leaf looks at the newest result it holds: iteration 1.
-	ck c1 >c1.default &&
-	test "$(field iter c1.default)" = 1
+	# Without --iter: the newest iteration the node has seen, the one its
+	# own agg-send opened too (2), in the newest run.
+	test_expect_code 1 ck c1 >c1.default &&
+	test "$(field iter c1.default)" = 2 &&
+	test "$(field run c1.default)" = 0
 '
 
 test_expect_success '--request for segments the parent has not finished: pending, nothing comes' '
@@ -141,7 +143,7 @@ test_expect_success 'results lost on the way to one worker: it names them, the o
 	test_expect_code 1 ck c1 >c1.out &&
 	cat c1.out &&
 	grep -x "results-missing node=c1 iter=3 segs=5,7-9 count=4" c1.out &&
-	grep "^summary node=c1 iter=3 incomplete=0 not_started=0 unknown=0 results_missing=4 " c1.out &&
+	grep "^summary node=c1 iter=3 run=0 incomplete=0 not_started=0 unknown=0 results_missing=4 " c1.out &&
 	# At least the 4 results, and the resends of c1 answered again.
 	test "$(dropped)" -gt 4 &&
 	for h in ps0 a c2 c3; do

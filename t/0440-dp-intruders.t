@@ -65,9 +65,20 @@ intrude() {
 		in_i=$((in_i + 1)) && sleep 0.1
 	done &&
 	fz_diff before.$in_t after.$in_t &&
+	fdb_relearn &&
 	test "$(fz_delta before.$in_t after.$in_t $in_want)" = $in_n &&
 	test "$(fz_delta before.$in_t after.$in_t rx)" = $in_n &&
 	fz_only before.$in_t after.$in_t $in_want rx
+}
+
+# When x sends with a member's MAC (smac=), the bridge learns that MAC on
+# x's port, as a switch without port security would, and sends the
+# member's traffic to x until the member sends again: every member sends
+# one packet, so the bridge knows where each really is.
+fdb_relearn() {
+	for fr_h in ps0 a c1 c2 c3; do
+		vcluster_run $fr_h ping -c 1 -W 1 -q 10.90.0.66 >/dev/null 2>&1 || :
+	done
 }
 
 test_expect_success 'the pinned state before' '
@@ -97,26 +108,74 @@ test_expect_success 'the second job'"'"'s packets (job 2, its token): drop_job' 
 '
 
 test_expect_success 'malformed headers: drop_malformed' '
-	intrude a drop_malformed "src=c1,magic=0" "src=c1,flags=1" "src=c1,flags=4" \
-		"src=c1,count=1" "src=c1,op=3" "src=c1,iter=0xffffffff" "src=c1,type=9" \
-		"src=c1,seg=0,op=sum" "src=c1,len=100" "src=c1,type=probe,count=128" &&
+	intrude a drop_malformed "src=c1,magic=0" "src=c1,op=3" "src=c1,iter=0xffffffff" \
+		"src=c1,len=100" "src=c1,smac=c1,type=9" \
+		"src=c1,smac=c1,seg=0,op=sum" &&
 	intrude c1 drop_malformed "src=a,type=result,iter=100,len=200" \
 		"src=a,type=result,magic=0xa8"
 '
 
+# x copies a member's address but sends from its own MAC.
+test_expect_success 'a member'"'"'s address from another MAC, valid token: drop_mac' '
+	intrude a drop_mac "src=c1" "src=c3,type=request" &&
+	intrude c1 drop_mac "src=a,type=result"
+'
+
+# Flags are for a node's own XDP -> TC hand-over only, and travel in the
+# XDP metadata, never on the wire: a header with any is forged, whoever
+# the IP destination is.
+test_expect_success 'internal flags on the wire, to the node or past it: drop_flags' '
+	intrude a drop_flags "src=c1,flags=1" "src=c1,smac=c1,flags=4" \
+		"src=ps0,from=ps0,type=result,flags=1,dstip=10.90.0.77" &&
+	intrude c1 drop_flags "src=a,smac=a,type=result,flags=3"
+'
+
+# The experiment of the issue: forged FANOUT results to the root's MAC,
+# claiming the root's own address and index, for an address that is not
+# the root's (XDP used to pass those, and TC copied each to every child).
+test_expect_success 'forged fan-outs to the root deliver nothing to any worker' '
+	for h in ps0 a c1 c2 c3; do agg-stat --node $h >fan.before.$h || return 1; done &&
+	vcluster_run x pktfuzz send --plan plan.txt --to ps0 --count 1000 \
+		"src=ps0,from=ps0,type=result,flags=1,dstip=10.90.0.200" \
+		"src=ps0,from=ps0,type=result,flags=4,dstip=10.90.0.1,dst=ps0" >sent &&
+	test "$(fz_get sent sent)" = 2000 &&
+	n=0 &&
+	until agg-stat --node ps0 >fan.after.ps0 &&
+	      test "$(fz_delta fan.before.ps0 fan.after.ps0 drop_flags)" -ge 2000; do
+		n=$((n + 1)) && test $n -lt 100 || return 1
+		sleep 0.05
+	done &&
+	test "$(fz_delta fan.before.ps0 fan.after.ps0 drop_flags)" = 2000 &&
+	test "$(fz_delta fan.before.ps0 fan.after.ps0 fanout)" = 0 &&
+	for h in a c1 c2 c3; do
+		agg-stat --node $h >fan.after.$h &&
+		test "$(fz_delta fan.before.$h fan.after.$h rx)" = 0 || return 1
+	done
+'
+
+# From here x copies the member's MAC too (what the token cannot stop on a
+# shared segment): the checks behind the MAC's.
 test_expect_success 'a stale iteration, valid token, from a member'"'"'s address: drop_stale' '
-	intrude a drop_stale "src=c1,iter=0" "src=c3,iter=0,seg=100" &&
-	intrude c1 drop_stale "src=a,type=result,iter=0" "src=a,type=result,iter=0,seg=300"
+	intrude a drop_stale "src=c1,smac=c1,iter=0" "src=c3,smac=c3,iter=0,seg=100" &&
+	intrude c1 drop_stale "src=a,smac=a,type=result,iter=0" \
+		"src=a,smac=a,type=result,iter=0,seg=300"
+'
+
+test_expect_success 'a far iteration or run, valid token: drop_ahead; an old run: drop_run' '
+	intrude a drop_ahead "src=c1,smac=c1,iter=0xfffffffe" "src=c1,smac=c1,iter=1030" \
+		"src=c1,smac=c1,run=2000" &&
+	intrude c1 drop_ahead "src=a,smac=a,type=result,iter=0xfffffffe" &&
+	intrude a drop_run "src=c1,smac=c1,run=65535" "src=c3,smac=c3,run=40000,type=request"
 '
 
 test_expect_success 'a segment out of range: drop_seg' '
-	intrude a drop_seg "src=c1,seg=$NSEGS" "src=c1,seg=0xffffffff,tree=0" &&
-	intrude c1 drop_seg "src=a,type=result,seg=$NSEGS"
+	intrude a drop_seg "src=c1,smac=c1,seg=$NSEGS" "src=c1,smac=c1,seg=0xffffffff,tree=0" &&
+	intrude c1 drop_seg "src=a,smac=a,type=result,seg=$NSEGS"
 '
 
 test_expect_success 'a member that is not a child here, a result not from the parent: drop_route' '
-	intrude a drop_route "src=c2" "src=c1,type=result" "src=c1,tree=1" &&
-	intrude c1 drop_route "src=ps0,type=result" "src=c3,type=result"
+	intrude a drop_route "src=c2,smac=c2" "src=c1,smac=c1,type=result" "src=c1,smac=c1,tree=1" &&
+	intrude c1 drop_route "src=ps0,smac=ps0,type=result" "src=c3,smac=c3,type=result"
 '
 
 test_expect_success 'no slot, result or configuration moved on any node' '
@@ -146,15 +205,15 @@ cat >flood.txt <<EOF_FLOOD
 a drop_member src=10.90.0.66
 a drop_token src=c1,token=0x1234
 a drop_job src=c1,job=2,token=$T2
-a drop_malformed src=c1,flags=1
+a drop_flags src=c1,flags=1
 a drop_malformed src=c3,len=100
-a drop_stale src=c1,iter=0
-a drop_seg src=c3,seg=$NSEGS
+a drop_mac src=c1,iter=0
+a drop_flags src=ps0,from=ps0,type=result,flags=1,dstip=10.90.0.77
 c1 drop_member src=10.90.0.66,type=result,from=a
 c1 drop_token src=a,type=result,token=0
 c1 drop_job src=a,type=result,job=2,token=$T2
-c1 drop_stale src=a,type=result,iter=0
-c1 drop_seg src=a,type=result,seg=$NSEGS
+c1 drop_mac src=a,type=result,iter=0
+c1 drop_mac src=a,type=result,seg=$NSEGS
 EOF_FLOOD
 
 # flood_counted: has every packet of flood.want reached its counter yet?

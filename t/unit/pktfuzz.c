@@ -20,7 +20,8 @@
  *	source address), each SPEC --count times in turn, or round and round
  *	for --duration seconds.  A SPEC is key=value,... on top of a valid
  *	DATA packet of the plan from this host: src (address or node; hdr.from
- *	follows a node), dst (node, else --to), from, type (data, result,
+ *	follows a node), smac (a node's MAC, by ARP, or aa:bb:cc:dd:ee:ff),
+ *	dst (node, else --to), dstip (the IP destination, to dst's MAC), from, type (data, result,
  *	request, probe or a number), op, magic, flags, tree, job, iter, seg,
  *	run, attempt, token, len (frame bytes: cut or zero-padded), val (every
  *	value), dport.
@@ -90,7 +91,7 @@ static const char doc[] =
 "         XDP program (BPF_PROG_RUN), checking the counters per packet\n"
 "  state  check the slot pool; print digests of the node's maps\n"
 "  send   crafted packets from this namespace (AF_PACKET); a SPEC is\n"
-"         key=value,... with keys src dst from type op magic flags tree\n"
+"         key=value,... with keys src smac dst dstip from type op magic flags tree\n"
 "         job iter seg run attempt token len val dport\n"
 "\v"
 "Exit status: 0 ok, 1 a check failed, 2 bad usage, 3 system failure.";
@@ -944,6 +945,9 @@ struct sendspec {
 	int to;			/* destination node */
 	int from;		/* hdr.from; -1: the node of the source address */
 	bool have_src;		/* else our own address */
+	bool have_dstip;	/* dstip=: the IP destination is not dst's */
+	int smac_node;		/* source MAC: that node's (ARP), -2 smac, -1 ours */
+	uint8_t smac[6];
 	uint8_t dmac[6];
 	uint64_t sent;
 };
@@ -986,6 +990,7 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 
 	memset(sp, 0, sizeof(*sp));
 	sp->len = -1;
+	sp->smac_node = -1;
 	sp->to = to;
 	f->sport = f->dport = p->port;
 	f->h.magic = AGG_MAGIC;
@@ -1009,6 +1014,21 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 			bad = node_or_addr(p, v, &f->src, &idx);
 			if (!bad && idx >= 0 && !have_from)
 				from = idx;
+		} else if (!strcmp(kv, "smac")) {
+			/* a node's MAC (what a spoofer copies), or aa:bb:cc:dd:ee:ff */
+			unsigned m[6];
+			char c;
+
+			if ((sp->smac_node = agg_plan_find(p, v)) < 0) {
+				sp->smac_node = -2;
+				bad = sscanf(v, "%x:%x:%x:%x:%x:%x%c", &m[0], &m[1], &m[2], &m[3],
+					     &m[4], &m[5], &c) != 6;
+				for (int k = 0; k < 6 && !bad; k++)
+					sp->smac[k] = (uint8_t)m[k];
+			}
+		} else if (!strcmp(kv, "dstip")) {
+			sp->have_dstip = true;
+			bad = inet_pton(AF_INET, v, &f->dst) != 1;
 		} else if (!strcmp(kv, "dst")) {
 			bad = (sp->to = agg_plan_find(p, v)) < 0;
 		} else if (!strcmp(kv, "from")) {
@@ -1088,7 +1108,8 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 		snprintf(why, wl, "no destination: give --to or dst=");
 		return -EINVAL;
 	}
-	f->dst = p->node[sp->to].addr;
+	if (!sp->have_dstip)
+		f->dst = p->node[sp->to].addr;
 	return 0;
 }
 
@@ -1183,7 +1204,17 @@ static int do_send(void)
 		}
 		/* not a member: say we are node 0 */
 		sp[i].f.h.from = (uint16_t)(sp[i].from < 0 ? 0 : sp[i].from);
-		memcpy(sp[i].f.smac, nif.mac, 6);
+		if (sp[i].smac_node == -2)
+			memcpy(sp[i].f.smac, sp[i].smac, 6);
+		else if (sp[i].smac_node >= 0 &&
+			 (err = agg_arp_resolve(&nif, self, p.node[sp[i].smac_node].addr, 3000,
+						sp[i].f.smac))) {
+			agg_err("no ARP answer from %s: %s", p.node[sp[i].smac_node].name,
+				strerror(-err));
+			return AGG_EXIT_SYSTEM;
+		} else if (sp[i].smac_node == -1) {
+			memcpy(sp[i].f.smac, nif.mac, 6);
+		}
 		for (int j = 0; j < i; j++)
 			if (sp[j].to == sp[i].to)
 				memcpy(sp[i].dmac, sp[j].dmac, 6);
