@@ -34,7 +34,7 @@ _agg_check()
 		mapfile -t COMPREPLY < <(compgen -W "sum max min" -- "$cur")
 		return
 		;;
-	--iter | --timeout | --port)
+	--iter | --run | --timeout | --port)
 		return		# a number
 		;;
 	esac
@@ -44,7 +44,7 @@ _agg_check()
 	local cmd= i
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
-		--job | --node | --pin-dir | --pcap | --plan | --op | --iter | \
+		--job | --node | --pin-dir | --pcap | --plan | --op | --iter | --run | \
 		--timeout | --port)
 			((i++))
 			;;
@@ -61,7 +61,7 @@ _agg_check()
 			mapfile -t COMPREPLY < <(compgen -W '--json --pretty --quiet --verbose
 				--help --usage --version' -- "$cur")
 		else
-			mapfile -t COMPREPLY < <(compgen -W '--iter --request --timeout --op
+			mapfile -t COMPREPLY < <(compgen -W '--iter --run --request --timeout --op
 				--pcap --port --plan --job --node --pin-dir --json --pretty
 				--quiet --verbose --help --usage --version' -- "$cur")
 		fi

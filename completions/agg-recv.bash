@@ -22,14 +22,14 @@ _agg_recv()
 		_filedir -d
 		return
 		;;
-	--iter | --timeout)
+	--iter | --run | --timeout)
 		return		# a number
 		;;
 	esac
 	$split && return
 
 	if [[ $cur == -* ]]; then
-		mapfile -t COMPREPLY < <(compgen -W '--iter --timeout --in-place --job --node --pin-dir
+		mapfile -t COMPREPLY < <(compgen -W '--iter --run --timeout --in-place --job --node --pin-dir
 			--json --pretty --quiet --verbose --help --usage --version' -- "$cur")
 		return
 	fi

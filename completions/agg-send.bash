@@ -26,14 +26,14 @@ _agg_send()
 		mapfile -t COMPREPLY < <(compgen -W "sum max min" -- "$cur")
 		return
 		;;
-	--iter | --timeout)
+	--iter | --run | --timeout)
 		return		# a number
 		;;
 	esac
 	$split && return
 
 	if [[ $cur == -* ]]; then
-		mapfile -t COMPREPLY < <(compgen -W '--iter --op --timeout --job --node --pin-dir
+		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --job --node --pin-dir
 			--json --pretty --quiet --verbose --help --usage --version' -- "$cur")
 		return
 	fi

@@ -62,13 +62,14 @@ test_expect_success 'the text groups every counter once, names at column 0' '
 	grep -v "^#" ps0.stat | awk "{ print \$1 }" | sort >names &&
 	sort -u names >names.u &&
 	test_cmp names.u names &&
-	test $(wc -l <names) = 29 &&
+	test $(wc -l <names) = 33 &&
 	for g in "packets in" aggregation results recovery drops "sent by agg-send"; do
 		grep -qx "# $g" ps0.stat || return 1
 	done &&
 	for k in other rx added stored relayed served pending probes done fwd_up fanout \
 		signals saturated drop_dup drop_stale drop_busy drop_malformed drop_job \
-		drop_token drop_member drop_route drop_seg error retx tx_fail \
+		drop_token drop_member drop_mac drop_flags drop_run drop_ahead drop_route \
+		drop_seg error retx tx_fail \
 		iterations sent sent_local resent; do
 		grep -q "^$k " ps0.stat || return 1
 	done &&
@@ -104,8 +105,9 @@ test_expect_success 'counters after 2 iterations: what every role must count' '
 			       v[\"pending\"] + v[\"probes\"] + v[\"error\"]
 			   for (k in v) if (k ~ /^drop_/) o += v[k]
 			   if (o != v[\"rx\"]) { print h, \"rx\", v[\"rx\"], \"outcomes\", o; exit 1 } }" $h.stat &&
-		for k in drop_stale drop_busy drop_malformed drop_job drop_token drop_member \
-			drop_route drop_seg error tx_fail saturated pending probes; do
+		for k in drop_stale drop_busy drop_malformed drop_job drop_token drop_member drop_mac \
+			drop_flags drop_run drop_ahead drop_route drop_seg error tx_fail saturated \
+			pending probes; do
 			expect $h $k 0 || return 1
 		done || return 1
 	done &&
@@ -177,18 +179,18 @@ test_expect_success '--slots: the pool of the last window, contributors by name'
 	grep "^0  *2 max$" a.slots && grep "^1-40  *2 sum$" a.slots &&
 	agg-stat --node ps0 --slots -j >ps0.slots.json &&
 	jq -e "(.slots | length) == 8 and all(.slots[]; .state == \"done\" and
-		.in == [\"a\", \"b\"] and .missing == [] and .iter == 2 and .bitmap == 3)" ps0.slots.json &&
+		.in == [\"a\", \"b\"] and .missing == [] and .iter == 2 and .run == 0 and .bitmap == 3)" ps0.slots.json &&
 	jq -e ".results == []" ps0.slots.json &&
 	agg-stat --node c1 --slots -j >c1.slots.json &&
 	jq -e ".slots == [] and .unused == 8 and .results == [
-		{first: 0, last: 0, stored: true, iter: 2, op: \"max\"},
-		{first: 1, last: 40, stored: true, iter: 2, op: \"sum\"}]" c1.slots.json
+		{first: 0, last: 0, stored: true, iter: 2, run: 0, op: \"max\"},
+		{first: 1, last: 40, stored: true, iter: 2, run: 0, op: \"sum\"}]" c1.slots.json
 '
 
 test_expect_success '--slots --range: only those wire segments' '
 	agg-stat --node a --slots --range 35-36 -j >r.json &&
 	jq -e "[.slots[].seg] == [35, 36] and .first == 35 and .last == 36 and
-		.results == [{first: 35, last: 36, stored: true, iter: 2, op: \"sum\"}]" r.json &&
+		.results == [{first: 35, last: 36, stored: true, iter: 2, run: 0, op: \"sum\"}]" r.json &&
 	agg-stat --node a --slots --range 40 >r.txt &&
 	grep "^# 1 slots shown" r.txt &&
 	agg-stat --node a --slots --range 39-1000 -j | jq -e ".last == 40" &&
@@ -273,7 +275,7 @@ test_expect_success '--slots names the child a hung segment waits for' '
 	awk "{ if (\$3 != 0 || \$6 != \"collecting\" || \$7 != \"0x5/0x7\" || \$8 != \"c1,a\" ||
 		   \$9 != \"c2\") { print; exit 1 } }" hang.rows &&
 	agg-stat --node ps0 --slots --range 0 -j >hang.ps0.json &&
-	jq -e ".slots == [{slot: ((50 * 41) % 8), iter: 50, seg: 0, tree: 0, op: \"max\",
+	jq -e ".slots == [{slot: ((50 * 41) % 8), iter: 50, run: 0, seg: 0, tree: 0, op: \"max\",
 		state: \"collecting\", bitmap: 2, expect: 3, in: [\"b\"], missing: [\"a\"]}]" hang.ps0.json
 '
 
