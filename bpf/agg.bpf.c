@@ -291,18 +291,12 @@ static __always_inline int admit(__u64 v)
 	now = *(volatile __u64 *)&c->now;
 #pragma clang loop unroll(disable)
 	for (int i = 0; i < 4; i++) {
-		__u32 vr = agg_ver_run(v), nr = agg_ver_run(now);
 		__u64 prev;
 
 		if (agg_ver_cmp(v, now) <= 0)
-			return vr != nr ? AGG_S_DROP_RUN : 0;
-		if (vr == nr) {
-			/* 0: the run is open, no iteration seen yet */
-			if ((__u32)now && (__u32)v - (__u32)now > AGG_ITER_AHEAD)
-				return AGG_S_DROP_AHEAD;
-		} else if ((__u16)(vr - nr) > AGG_RUN_AHEAD) {
+			return agg_ver_run(v) != agg_ver_run(now) ? AGG_S_DROP_RUN : 0;
+		if (agg_ver_too_far(v, now))
 			return AGG_S_DROP_AHEAD;
-		}
 		prev = __sync_val_compare_and_swap(&c->now, now, v);
 		if (prev == now)
 			return 0;

@@ -110,6 +110,19 @@ static inline int agg_ver_cmp(__u64 a, __u64 b)
 	return (__u32)a > (__u32)b ? 1 : (__u32)a < (__u32)b ? -1 : 0;
 }
 
+/* Is v too far ahead of a node's clock now to be taken (drop_ahead)?  A
+ * clock with no iteration yet (now's low half 0) takes any of its run. */
+static inline int agg_ver_too_far(__u64 v, __u64 now)
+{
+	__u32 vr = agg_ver_run(v), nr = agg_ver_run(now);
+
+	if (agg_ver_cmp(v, now) <= 0)
+		return 0;
+	if (vr == nr)
+		return (__u32)now && (__u32)v - (__u32)now > AGG_ITER_AHEAD;
+	return (__u16)(vr - nr) > AGG_RUN_AHEAD;
+}
+
 /*
  * Numbers.  A worker quantizes data segment d with the exponent e[d]
  * agreed by a max-reduction (the exponent segments): q = rint(x * 2^(S-e)),

@@ -464,6 +464,7 @@ int main(int argc, char **argv)
 	struct agg_grad_in in = { 0 };
 	char why[600];
 	double t0;
+	bool taken = false;	/* the iteration is ours to send: count it */
 	int rc, err;
 
 	agg_opts_setup(argv[0]);
@@ -490,12 +491,6 @@ int main(int argc, char **argv)
 	rc = read_input(&in, n.l.nvalues * 4);
 	if (rc)
 		goto out;
-	/* The input is good: now the iteration is taken (once per run). */
-	if (agg_node_open_iter(&n, env.ver, true, why, sizeof(why))) {
-		agg_err("%s", why);
-		rc = AGG_EXIT_USAGE;
-		goto out;
-	}
 	guard_input(&in);
 	t0 = agg_now();
 	exps = malloc(sizeof(*exps) * (n.l.ndata ? n.l.ndata : 1));
@@ -513,6 +508,13 @@ int main(int argc, char **argv)
 	if (nonfinite)
 		agg_warn("%" PRIu64 " NaN or Inf values in the input: those elements will be NaN in the result",
 			 nonfinite);
+	/* Input and sender ready: now the iteration is taken (once per run). */
+	if (agg_node_open_iter(&n, env.ver, true, why, sizeof(why))) {
+		agg_err("%s", why);
+		rc = AGG_EXIT_USAGE;
+		goto out;
+	}
+	taken = true;
 	g.x = in.x;
 	g.exp = exps;
 	/* Phase 0: the exponents, max-reduced; phase 1: the values. */
@@ -537,7 +539,7 @@ int main(int argc, char **argv)
 		agg_print_obj_close();
 	}
 out:
-	if (n.fd_sent >= 0 && s.n) {
+	if (n.fd_sent >= 0 && taken) {
 		uint64_t add[AGG_SENT_COUNT] = {
 			[AGG_SENT_ITERS] = 1, [AGG_SENT_WIRE] = s.sent_remote,
 			[AGG_SENT_LOCAL] = s.sent_local, [AGG_SENT_RESENT] = s.resent,

@@ -646,8 +646,9 @@ int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, s
 			 AGG_RUN_AHEAD);
 		return -ESTALE;
 	}
-	if (now && agg_ver_run(ver) == agg_ver_run(now) && (uint32_t)now &&
-	    agg_ver_cmp(ver, now) > 0 && (uint32_t)ver - (uint32_t)now > AGG_ITER_AHEAD) {
+	/* The tools may jump runs (a restart), not far within one: the other
+	 * nodes would refuse such an iteration (drop_ahead). */
+	if (agg_ver_run(ver) == agg_ver_run(now) && agg_ver_too_far(ver, now)) {
 		snprintf(why, whylen, "iteration %u is more than %d ahead of %s, the newest node %s "
 			 "has seen: the other nodes would refuse it (a jump needs a new run: --run)",
 			 agg_ver_iter(ver), AGG_ITER_AHEAD, agg_ver_str(now, a, sizeof(a)), name);

@@ -194,10 +194,7 @@ static void walk(struct walk *w, int r, int at, int depth)
 		blame_ver(w, r, at, AGG_BLAME_AHEAD, a.clock);
 		return;
 	}
-	if (a.state == AGG_PROBE_EMPTY && agg_ver_cmp(w->ver, a.clock) > 0 &&
-	    (agg_ver_run(w->ver) == agg_ver_run(a.clock) ?
-	     (uint32_t)a.clock && (uint32_t)w->ver - (uint32_t)a.clock > AGG_ITER_AHEAD :
-	     (uint16_t)(agg_ver_run(w->ver) - agg_ver_run(a.clock)) > AGG_RUN_AHEAD)) {
+	if (a.state == AGG_PROBE_EMPTY && agg_ver_too_far(w->ver, a.clock)) {
 		/* r refuses our packets as too far ahead (drop_ahead). */
 		blame_ver(w, r, at, AGG_BLAME_FAR, a.clock);
 		return;
