@@ -9,6 +9,7 @@
 #include "cluster.h"
 #include "opts.h"
 #include "plan.h"
+#include "siphash.h"
 #include "text.h"
 
 static const char *const scheme_names[AGG_SCHEME_COUNT] = {
@@ -408,6 +409,37 @@ char *agg_plan_to_text(const struct agg_plan *p)
 		return NULL;
 	}
 	return buf;
+}
+
+int agg_plan_keyed_token(const struct agg_plan *p, const uint8_t key[16],
+			 uint64_t *token)
+{
+	struct agg_plan q = *p;
+	char *text;
+
+	q.token = 0;
+	text = agg_plan_to_text(&q);
+	if (!text)
+		return -ENOMEM;
+	*token = agg_siphash(key, text, strlen(text));
+	free(text);
+	return 0;
+}
+
+#define AGG_WIRE_K1	0x657269772d676761ULL	/* "agg-wire", little-endian */
+
+uint64_t agg_plan_wire_token(const struct agg_plan *p)
+{
+	uint8_t key[AGG_SIPHASH_KEY_SIZE];
+	char *text = agg_plan_to_text(p);
+	uint64_t h;
+
+	if (!text)
+		return 0;
+	agg_siphash_key(key, p->token, AGG_WIRE_K1);
+	h = agg_siphash(key, text, strlen(text));
+	free(text);
+	return h ? h : 1;	/* 0 is the error */
 }
 
 /* ---- reading ----------------------------------------------------------- */
