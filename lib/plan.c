@@ -182,26 +182,6 @@ int agg_plan_children(const struct agg_plan *p, int t, int node, int *kids, int 
 	return n;
 }
 
-uint64_t agg_plan_default_token(const struct agg_plan *p)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	char buf[128];
-
-#define FNV(ptr, len) do {						\
-	const unsigned char *_b = (const void *)(ptr);			\
-	for (size_t _i = 0; _i < (len); _i++)				\
-		h = (h ^ _b[_i]) * 0x100000001b3ULL;			\
-} while (0)
-	snprintf(buf, sizeof(buf), "agg %u %" PRIu64, p->job, p->seed);
-	FNV(buf, strlen(buf));
-	for (int i = 0; i < p->nnodes; i++) {
-		FNV(p->node[i].name, strlen(p->node[i].name));
-		FNV(&p->node[i].addr, sizeof(p->node[i].addr));
-	}
-#undef FNV
-	return h;
-}
-
 /* ---- checking ---------------------------------------------------------- */
 
 #define REPORT(...) do {						\

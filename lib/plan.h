@@ -125,9 +125,6 @@ int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ct
  */
 int agg_plan_children(const struct agg_plan *p, int t, int node, int *kids, int max);
 
-/* A default per-job token: FNV-1a over job, seed and the node table. */
-uint64_t agg_plan_default_token(const struct agg_plan *p);
-
 /*
  * The default job token (agg-plan(1), Token): SipHash-2-4 under key (the
  * secret's key, agg_secret_key) of the canonical text of p with token=0,
