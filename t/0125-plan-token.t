@@ -5,13 +5,7 @@ test_description='agg-plan: the default token is keyed by a secret (--secret, AG
 
 test -x "$AGG_BUILD/agg-plan" || skip_all "agg-plan not built in $AGG_BUILD"
 
-cat >fig1.txt <<'EOF'
-ps0 10.90.0.100 bw=20 role=ps
-w0  10.90.0.1 bw=10
-w1  10.90.0.2 bw=10
-w2  10.90.0.3 bw=10
-w3  10.90.0.4 bw=30
-EOF
+cp "$TEST_DIRECTORY/lib/fig1.hosts" fig1.txt
 
 token() { sed -n '1s/.* token=\([^ ]*\) .*/\1/p' "$1"; }
 # secret FILE MODE CONTENT: a secret file
