@@ -33,6 +33,8 @@ fail(struct agg_diag *d, int err, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (!d)
+		return err;
 	va_start(ap, fmt);
 	vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
 	va_end(ap);

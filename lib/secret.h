@@ -36,7 +36,8 @@ const char *agg_secret_path(const char *path, enum agg_secret_from *from);
  *	k0 = SipHash-2-4(K, 0x00 || S), k1 = SipHash-2-4(K, 0x01 || S),
  *	key = k0 then k1, each as 8 little-endian bytes.
  *
- * Returns 0, or -errno with d->msg saying what is wrong, naming the file:
+ * Returns 0, or -errno with d->msg (d may be NULL) saying what is wrong,
+ * naming the file:
  * -ENOENT, -EACCES and the like (cannot open), -EISDIR, -EPERM (group or
  * others have any access to it, as ssh refuses private keys), -EINVAL
  * (fewer than AGG_SECRET_MIN bytes), or another -errno (reading failed).
