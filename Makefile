@@ -10,6 +10,10 @@ MANDIR     ?= $(PREFIX)/share/man
 COMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 AGG_PIN_DIR ?= /sys/fs/bpf/agg
 AGG_CACHE_DIR ?= /var/cache/agg
+# The default secret of agg-plan's job tokens.  Not ?=: the environment
+# variable of this name is the tools' own run-time setting (the test suite
+# sets it), and must not become the default of what make builds.
+AGG_SECRET_FILE = /etc/agg/secret
 
 CC         ?= cc
 CLANG      ?= clang
@@ -22,7 +26,8 @@ CFLAGS     += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
 CPPFLAGS   += -Ilib -Ibpf -Ibuild -D_GNU_SOURCE \
               -DAGG_VERSION='"$(VERSION)"' \
               -DAGG_PIN_DIR='"$(AGG_PIN_DIR)"' \
-              -DAGG_CACHE_DIR='"$(AGG_CACHE_DIR)"'
+              -DAGG_CACHE_DIR='"$(AGG_CACHE_DIR)"' \
+              -DAGG_SECRET_FILE='"$(AGG_SECRET_FILE)"'
 LDLIBS     += -lbpf -lelf -lz -lpcap -lnuma -lm -lpthread
 BPF_CFLAGS ?= -O2 -g -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -I$(ARCH_INC) -Ibpf
 

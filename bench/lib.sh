@@ -1,7 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0-only
-# Sourced by the benchmarks: $B (the build), $tmp (removed on exit), now().
+# Sourced by the benchmarks: $B (the build), $tmp (removed on exit), now(),
+# and AGG_SECRET_FILE for agg-plan's job tokens (unless already set).
 set -eu
 B=${AGG_BUILD:-$here/../build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+if [ -z "${AGG_SECRET_FILE:-}" ]; then
+	AGG_SECRET_FILE=$tmp/secret
+	(umask 077 && head -c 32 /dev/urandom >"$AGG_SECRET_FILE")
+	export AGG_SECRET_FILE
+fi
 now() { date +%s.%N; }

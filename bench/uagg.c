@@ -39,6 +39,7 @@ int main(int argc, char **argv)
 	struct timespec t0, t;
 	char why[256];
 	unsigned long long done = 0;
+	uint64_t token;
 	uint8_t *buf, *slots;
 	size_t len, slen;
 	double secs;
@@ -82,6 +83,7 @@ int main(int argc, char **argv)
 		msg[i].msg_hdr.msg_name = &addr[i];
 		msg[i].msg_hdr.msg_namelen = sizeof(addr[i]);
 	}
+	token = agg_wire_token(&p);	/* hashes the whole plan: once */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		int n = recvmmsg(s, msg, BATCH, MSG_WAITFORONE, NULL);
@@ -93,7 +95,7 @@ int main(int argc, char **argv)
 			int from = -1;
 
 			if (msg[i].msg_len != len || h->magic != AGG_MAGIC || h->job != p.job ||
-			    h->token != agg_wire_token(&p) || h->flags || h->seg >= l.nsegs)
+			    h->token != token || h->flags || h->seg >= l.nsegs)
 				continue;
 			for (int k = 0; k < p.nnodes; k++)
 				if (p.node[k].addr.s_addr == addr[i].sin_addr.s_addr)

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +16,12 @@
 #include "log.h"
 #include "opts.h"
 #include "plan.h"
+#include "secret.h"
 #include "tree.h"
 
 static struct {
 	const char *hosts;
+	const char *secret;
 	struct agg_plan plan;
 	int trees;
 	bool has_token;
@@ -29,7 +32,7 @@ static struct {
 
 enum {
 	OPT_SEED = 0x100, OPT_SIZE, OPT_JOB, OPT_PORT, OPT_SEGMENT, OPT_SLOTS,
-	OPT_TOKEN, OPT_BW_DEMAND, OPT_CPU_DEMAND, OPT_TREES, OPT_DOT,
+	OPT_TOKEN, OPT_SECRET, OPT_BW_DEMAND, OPT_CPU_DEMAND, OPT_TREES, OPT_DOT,
 };
 
 static const char doc[] =
@@ -44,6 +47,9 @@ static const char doc[] =
 "  agg-plan hosts.txt | agg-load          # plan and deploy on this host\n"
 "  agg-plan --dot hosts.txt | dot -Tpng > plan.png\n"
 "\v"
+"The default token is a keyed hash of the plan under a secret, read from\n"
+"--secret FILE, else $" AGG_SECRET_ENV ", else " AGG_SECRET_FILE ".\n"
+"\n"
 "Exit status: 0 ok, 2 bad usage or bad input, 3 system failure.";
 
 static const struct argp_option options[] = {
@@ -58,7 +64,10 @@ static const struct argp_option options[] = {
 	  "Aggregation slots per tree on each node: the flow-control window "
 	  "(default 2^18 / segment, 16 to 256: 256 for the default segment)", 0 },
 	{ "token", OPT_TOKEN, "HEX", 0,
-	  "Per-job token (default: derived from job, seed and hosts)", 0 },
+	  "Per-job token (default: a keyed hash of the plan under the secret)", 0 },
+	{ "secret", OPT_SECRET, "FILE", 0,
+	  "The secret the default token is derived from (default $" AGG_SECRET_ENV
+	  ", else " AGG_SECRET_FILE ")", 0 },
 	{ "bw-demand", OPT_BW_DEMAND, "GBPS",
 	  0, "b: bandwidth one worker's gradient needs (default: the smallest worker bw)", 0 },
 	{ "cpu-demand", OPT_CPU_DEMAND, "CORES", 0,
@@ -129,6 +138,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		env.has_token = true;
 		break;
 	}
+	case OPT_SECRET:
+		env.secret = arg;
+		break;
 	case OPT_BW_DEMAND:
 	case OPT_CPU_DEMAND: {
 		double *dst = key == OPT_BW_DEMAND ? &p->bw_demand : &p->cpu_demand;
@@ -164,6 +176,37 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		return ARGP_ERR_UNKNOWN;
 	}
 	return 0;
+}
+
+/* The key of the secret the default token is derived from: 0 or an exit status. */
+static int read_secret(uint8_t key[AGG_SIPHASH_KEY_SIZE])
+{
+	enum agg_secret_from from;
+	const char *path = agg_secret_path(env.secret, &from);
+	struct agg_diag diag;
+	int err = agg_secret_key(path, key, &diag);
+
+	if (err == -ENOENT && from == AGG_SECRET_FROM_DEFAULT) {
+		char dir[sizeof(AGG_SECRET_FILE)] = AGG_SECRET_FILE;
+
+		agg_err("no secret to derive the job token from (%s): create it "
+			"once with 'install -d -m 700 %s && (umask 077; head -c 32 "
+			"/dev/urandom >%s)' and copy it (mode 600) wherever plans "
+			"are made; or --secret FILE, " AGG_SECRET_ENV ", --token HEX",
+			path, dirname(dir), path);
+	} else if (err) {
+		agg_err("%s%s", from == AGG_SECRET_FROM_ENV ? AGG_SECRET_ENV ": " : "",
+			diag.msg);
+	}
+	switch (err) {
+	case 0:
+		return 0;
+	case -ENOENT: case -ENOTDIR: case -EACCES: case -EISDIR: case -EPERM:
+	case -EINVAL: case -ELOOP: case -ENAMETOOLONG:
+		return AGG_EXIT_USAGE;
+	default:
+		return AGG_EXIT_SYSTEM;
+	}
 }
 
 static void report_problem(void *ctx, const char *msg)
@@ -330,6 +373,8 @@ int main(int argc, char **argv)
 	struct agg_hosts hosts;
 	struct agg_build_info info;
 	struct agg_diag diag;
+	uint8_t key[AGG_SIPHASH_KEY_SIZE];
+	bool keyed;
 	const char *fname = "<stdin>";
 	FILE *f = stdin;
 	int err, rc = 0;
@@ -341,6 +386,10 @@ int main(int argc, char **argv)
 	agg_opts_done(argv[0]);
 	if (!env.has_slots)
 		env.plan.slots = agg_plan_default_slots(env.plan.segment);
+	/* Only a printed plan carries a token: --eval and --dot need no secret. */
+	keyed = !env.has_token && !env.eval && !env.dot;
+	if (keyed && (rc = read_secret(key)))
+		return rc;
 
 	if (env.hosts && strcmp(env.hosts, "-")) {
 		fname = env.hosts;
@@ -380,8 +429,14 @@ int main(int argc, char **argv)
 		rc = AGG_EXIT_SYSTEM;	/* a bug in agg-plan, never the user's input */
 		goto out;
 	}
-	if (!env.has_token)
-		env.plan.token = agg_plan_default_token(&env.plan);
+	if (keyed) {
+		err = agg_plan_keyed_token(&env.plan, key, &env.plan.token);
+		if (err) {
+			agg_err("cannot derive the job token: %s", strerror(-err));
+			rc = AGG_EXIT_SYSTEM;
+			goto out;
+		}
+	}
 	if (env.plan.scheme == AGG_SCHEME_ALEPH)
 		agg_info("aleph: %d clusters, %d aggregators, %d rounds, b=%.15g Gbit/s",
 			 info.cluster.clusters, info.cluster.aggregators,
@@ -396,6 +451,7 @@ int main(int argc, char **argv)
 	else
 		agg_plan_write(&env.plan, stdout);
 out:
+	explicit_bzero(key, sizeof(key));
 	agg_plan_free(&env.plan);
 	agg_hosts_free(&hosts);
 	return agg_opts_exit(rc);

@@ -16,12 +16,16 @@ _agg_plan()
 	--bw-demand | --cpu-demand | --trees)
 		return		# a number: nothing to offer
 		;;
+	--secret)
+		_filedir
+		return
+		;;
 	esac
 	$split && return
 
 	if [[ $cur == -* ]]; then
 		mapfile -t COMPREPLY < <(compgen -W '--scheme --seed --size --job
-			--port --segment --slots --token --bw-demand --cpu-demand
+			--port --segment --slots --token --secret --bw-demand --cpu-demand
 			--trees --eval --dot --json --pretty --quiet --verbose --help
 			--usage --version' -- "$cur")
 		return

@@ -17,6 +17,13 @@ fi
 . "$AGG_SRC/t/lib/vcluster.sh"
 
 work=$(mktemp -d)
+# agg-plan derives the job token from a site secret: the demo's own, unless
+# one is given (agg-plan(1), Token).
+if [ -z "${AGG_SECRET_FILE:-}" ]; then
+	AGG_SECRET_FILE=$work/secret
+	(umask 077 && head -c 32 /dev/urandom >"$AGG_SECRET_FILE")
+	export AGG_SECRET_FILE
+fi
 cleanup() { vcluster_down; rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP

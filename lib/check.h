@@ -122,6 +122,7 @@ struct agg_cap_group {
 struct agg_cap {
 	uint16_t port;
 	const struct agg_plan *plan;	/* NULL: indices, every job */
+	uint64_t token;			/* plan's wire token, once (0: not yet) */
 	uint64_t packets;		/* records in the file */
 	uint64_t agg;			/* agg packets analysed */
 	uint64_t other;			/* not agg traffic on the port */

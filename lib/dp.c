@@ -97,7 +97,7 @@ int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 
 uint64_t agg_wire_token(const struct agg_plan *p)
 {
-	return p->token;
+	return agg_plan_wire_token(p);
 }
 
 size_t agg_slot_size(const struct agg_layout *l)

@@ -9,6 +9,7 @@
 #include "cluster.h"
 #include "opts.h"
 #include "plan.h"
+#include "siphash.h"
 #include "text.h"
 
 static const char *const scheme_names[AGG_SCHEME_COUNT] = {
@@ -179,26 +180,6 @@ int agg_plan_children(const struct agg_plan *p, int t, int node, int *kids, int 
 		if (p->tree[t].parent[c] == node && n++ < max)
 			kids[n - 1] = c;
 	return n;
-}
-
-uint64_t agg_plan_default_token(const struct agg_plan *p)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	char buf[128];
-
-#define FNV(ptr, len) do {						\
-	const unsigned char *_b = (const void *)(ptr);			\
-	for (size_t _i = 0; _i < (len); _i++)				\
-		h = (h ^ _b[_i]) * 0x100000001b3ULL;			\
-} while (0)
-	snprintf(buf, sizeof(buf), "agg %u %" PRIu64, p->job, p->seed);
-	FNV(buf, strlen(buf));
-	for (int i = 0; i < p->nnodes; i++) {
-		FNV(p->node[i].name, strlen(p->node[i].name));
-		FNV(&p->node[i].addr, sizeof(p->node[i].addr));
-	}
-#undef FNV
-	return h;
 }
 
 /* ---- checking ---------------------------------------------------------- */
@@ -408,6 +389,37 @@ char *agg_plan_to_text(const struct agg_plan *p)
 		return NULL;
 	}
 	return buf;
+}
+
+int agg_plan_keyed_token(const struct agg_plan *p, const uint8_t key[16],
+			 uint64_t *token)
+{
+	struct agg_plan q = *p;
+	char *text;
+
+	q.token = 0;
+	text = agg_plan_to_text(&q);
+	if (!text)
+		return -ENOMEM;
+	*token = agg_siphash(key, text, strlen(text));
+	free(text);
+	return 0;
+}
+
+#define AGG_WIRE_K1	0x657269772d676761ULL	/* "agg-wire", little-endian */
+
+uint64_t agg_plan_wire_token(const struct agg_plan *p)
+{
+	uint8_t key[AGG_SIPHASH_KEY_SIZE];
+	char *text = agg_plan_to_text(p);
+	uint64_t h;
+
+	if (!text)
+		return 0;
+	agg_siphash_key(key, p->token, AGG_WIRE_K1);
+	h = agg_siphash(key, text, strlen(text));
+	free(text);
+	return h ? h : 1;	/* 0 is the error */
 }
 
 /* ---- reading ----------------------------------------------------------- */

@@ -125,7 +125,23 @@ int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ct
  */
 int agg_plan_children(const struct agg_plan *p, int t, int node, int *kids, int max);
 
-/* A default per-job token: FNV-1a over job, seed and the node table. */
-uint64_t agg_plan_default_token(const struct agg_plan *p);
+/*
+ * The default job token (agg-plan(1), Token): SipHash-2-4 under key (the
+ * secret's key, agg_secret_key) of the canonical text of p with token=0,
+ * so the same plan and secret give the same token, and nobody without the
+ * secret can compute it.  0 or -ENOMEM.
+ */
+int agg_plan_keyed_token(const struct agg_plan *p, const uint8_t key[16],
+			 uint64_t *token);
+
+/*
+ * The value every packet of the job carries and the data plane checks
+ * (agg-plan(5)): SipHash-2-4 of agg_plan_to_text(p), the text agg-load
+ * pins, under the key k0 = p->token, k1 = 0x657269772d676761 (the ASCII
+ * bytes "agg-wire" read little-endian), or 1 if that hash is 0.  Hosts
+ * loaded with plans that differ in any byte have different values.
+ * Returns 0 only if memory ran out.
+ */
+uint64_t agg_plan_wire_token(const struct agg_plan *p);
 
 #endif

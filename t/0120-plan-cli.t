@@ -6,14 +6,7 @@ test_description='agg-plan as a user runs it: input, errors, output forms'
 test -x "$AGG_BUILD/agg-plan" || skip_all "agg-plan not built in $AGG_BUILD"
 
 # ALEPH Fig. 1: three 10 G workers, one of 30 G, a PS of 20 G.
-cat >fig1.txt <<'EOF'
-# ALEPH Fig. 1
-ps0 10.90.0.100 bw=20 role=ps
-w0  10.90.0.1 bw=10
-w1  10.90.0.2 bw=10
-w2  10.90.0.3 bw=10
-w3  10.90.0.4 bw=30
-EOF
+cp "$TEST_DIRECTORY/lib/fig1.hosts" fig1.txt
 cat >regions.txt <<'EOF'
 ps0 10.90.0.100 bw=40 role=ps
 ps1 10.90.0.101 bw=10 role=ps

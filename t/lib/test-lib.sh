@@ -8,7 +8,8 @@
 #
 # Each test file runs in its own trash directory (removed on success,
 # kept with --debug or AGG_TEST_KEEP=1).  The tools from $AGG_BUILD
-# (default ./build) come first on PATH.
+# (default ./build) come first on PATH; AGG_SECRET_FILE names the test
+# suite's fixed secret in the trash directory.
 
 TEST_DIRECTORY=$(cd "$(dirname "$0")" && pwd)
 AGG_SRC=$(cd "$TEST_DIRECTORY/.." && pwd)
@@ -36,6 +37,14 @@ TRASH_DIRECTORY=${AGG_TEST_TMP:-${TMPDIR:-/tmp}}/agg-trash.$test_name.$$
 rm -rf "$TRASH_DIRECTORY"
 mkdir -p "$TRASH_DIRECTORY" || { echo "Bail out! cannot make $TRASH_DIRECTORY"; exit 1; }
 cd "$TRASH_DIRECTORY" || exit 1
+
+# agg-plan derives a plan's default token from a secret (agg-plan(1)): the
+# tests use a fixed one of their own, so plans and tokens are the same in
+# every run and on every host, whatever /etc/agg/secret holds.
+AGG_SECRET_FILE=$PWD/.agg-secret
+(umask 077 && printf 'agg test suite secret: not a secret' >"$AGG_SECRET_FILE") ||
+	{ echo "Bail out! cannot write $AGG_SECRET_FILE"; exit 1; }
+export AGG_SECRET_FILE
 
 # Exit hooks registered by test helpers (vcluster teardown and the like).
 test_atexit_cmds=
