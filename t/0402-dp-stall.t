@@ -103,7 +103,7 @@ test_expect_success 'an aggregator cut off the network: named as not answering' 
 
 test_expect_success 'after the stalls a full iteration works again' '
 	ip -n $(vcluster_brns) link set $(vcluster_port b1) up &&
-	sleep 0.5 &&
+	vcluster_link_up b1 &&
 	dp_inputs 4 && dp_allreduce 4 && dp_check 4
 '
 
