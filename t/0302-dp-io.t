@@ -123,7 +123,8 @@ test_expect_success 'killed while waiting (SIGTERM, SIGINT): FILE unchanged, not
 		nsenter --net=/var/run/netns/$(vcluster_ns w1) -- env --default-signal=INT \
 			agg-recv --iter 51 --timeout 30 keep/sum 2>err &
 		pid=$! &&
-		sleep 0.5 &&
+		# waiting: it listens for the fetch signal (plan port + 1)
+		vcluster_listening w1 udp $(( $(dp_plan_field port) + 1 )) &&
 		kill -$sig $pid &&
 		{ wait $pid; test $? -gt 128; } &&
 		test_cmp expect keep/sum &&
