@@ -170,7 +170,7 @@ test_expect_success 'a wrong length is bad input (exit 2), file or pipe, with th
 test_expect_success 'a FILE truncated while agg-send runs: exit 2, said so' '
 	cp in.5.w1 trunc || return 1
 	before=$(dp_stat ps0 added) &&
-	{ vcluster_run w1 agg-send --iter 10 --timeout 5 trunc 2>err.w1 & } &&
+	{ vcluster_run w1 agg-send --iter 10 --timeout 30 trunc 2>err.w1 & } &&
 	pid=$! &&
 	# w1 has read FILE once: its exponents are in at ps0
 	n=0 &&
