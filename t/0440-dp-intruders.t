@@ -166,21 +166,43 @@ flood_counted() {
 	done <flood.want
 }
 
+# flood_total: how many packets the counters of flood.txt at a and c1
+# have grown by so far (flood.now.HOST: the counters read)
+flood_total() {
+	for h in a c1; do agg-stat --node $h >flood.now.$h || return 1; done &&
+	awk "{ print \$1, \$2 }" flood.txt | sort -u | while read -r t c; do
+		fz_delta flood.before.$t flood.now.$t $c || return 1
+	done | awk "{ s += \$1 } END { print s + 0 }"
+}
+
+# The flood runs until the iterations are done and it has sent 50000
+# packets (SIGTERM: pktfuzz prints its counts), not for a fixed time the
+# iterations may outlast on a busy machine.
 test_expect_success 'three iterations while x floods: every one the clean run'"'"'s bits' '
 	for h in a c1; do agg-stat --node $h >flood.before.$h || return 1; done &&
 	specs=$(awk "{ print \$3 \",dst=\" \$1 }" flood.txt) &&
 	{ nsenter --net=/var/run/netns/$(vcluster_ns x) -- \
-		pktfuzz send --plan plan.txt --duration 8 --rate 20000 $specs \
+		pktfuzz send --plan plan.txt --duration 300 --rate 20000 $specs \
 		>flood.sent 2>flood.err & } &&
 	flood=$! &&
 	test_when_finished "kill $flood 2>/dev/null || :" &&
-	sleep 0.5 &&
+	# on once a and c1 count it (pktfuzz sends after its ARP for both)
+	k=0 &&
+	until [ "$(flood_total)" -gt 0 ]; do
+		k=$((k + 1)) && test $k -lt 600 && kill -0 $flood || { cat flood.err; return 1; }
+		sleep 0.05
+	done &&
 	for i in 3 4 5; do
 		for w in $(dp_workers); do cp in.1.$w in.$i.$w || return 1; done &&
 		dp_allreduce $i && dp_check $i &&
 		for w in $(dp_workers); do cmp out.1.$w out.$i.$w || return 1; done
 	done &&
-	kill -0 $flood &&
+	k=0 &&
+	until [ "$(flood_total)" -gt 50000 ]; do
+		k=$((k + 1)) && test $k -lt 1200 && kill -0 $flood || return 1
+		sleep 0.05
+	done &&
+	kill -TERM $flood &&
 	wait $flood &&
 	cat flood.sent &&
 	test "$(fz_get flood.sent sent)" -gt 50000 &&
