@@ -91,7 +91,7 @@ test_expect_success 'a gradient of the wrong length is bad input (exit 2), nothi
 '
 
 test_expect_success 'ordinary traffic passes: ICMP, TCP and other UDP' '
-	vcluster_run c1 ping -c 2 -i 0.2 -W 2 -q 10.90.0.1 >/dev/null &&
+	vcluster_run c1 ping -c 2 -i 0.2 -W 10 -q 10.90.0.1 >/dev/null &&
 	head -c 100000 /dev/urandom >payload &&
 	# not vcluster_run: $! must be timeout, which nsenter execs
 	{ nsenter --net=/var/run/netns/$(vcluster_ns a) -- \

@@ -29,7 +29,7 @@ test_expect_success 'plan without x (a aggregates c1), loaded on its 5 hosts; x 
 	test_must_fail vcluster_run x agg-load plan.txt 2>err &&
 	DP_N=$(( $(dp_plan_field size) / 4 )) && DP_SEG=$(dp_plan_field segment) &&
 	fz_quiet &&
-	vcluster_run x ping -c 1 -W 2 -q 10.90.0.1 >/dev/null
+	vcluster_run x ping -c 1 -W 10 -q 10.90.0.1 >/dev/null
 '
 
 test_expect_success 'a clean iteration: the same bits on every worker, within 1e-6' '
