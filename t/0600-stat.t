@@ -212,7 +212,8 @@ test_expect_success '--watch 1 --count 3: rates x intervals = counter deltas, te
 	wj=$! &&
 	{ agg-stat -v --all --watch 1 --count 3 >watch.txt 2>watch.terr & } &&
 	wt=$! &&
-	test_when_finished "kill -CONT $wj $wt 2>/dev/null; kill $wj $wt 2>/dev/null || :" &&
+	# (once they are waited for, their pids are free for others to take)
+	test_when_finished "test -z \"\$wj\" || { kill -CONT \$wj \$wt; kill \$wj \$wt; } 2>/dev/null || :" &&
 	# both have read their first counters (-v says so on stderr)
 	until grep -q "watching 5 nodes every 1 s" watch.err &&
 	      grep -q "watching 5 nodes every 1 s" watch.terr; do
@@ -229,7 +230,7 @@ test_expect_success '--watch 1 --count 3: rates x intervals = counter deltas, te
 			sleep 0.05
 		done
 	done &&
-	wait $wj && wait $wt &&
+	wait $wj && wait $wt && wj= wt= &&
 	life=$(echo "$(date +%s.%N) - $t0" | bc) &&
 	agg-stat --all -j >after.json &&
 	cat watch.txt &&
