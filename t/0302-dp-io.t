@@ -123,7 +123,8 @@ test_expect_success 'killed while waiting (SIGTERM, SIGINT): FILE unchanged, not
 		nsenter --net=/var/run/netns/$(vcluster_ns w1) -- env --default-signal=INT \
 			agg-recv --iter 51 --timeout 30 keep/sum 2>err &
 		pid=$! &&
-		sleep 0.5 &&
+		# waiting: it listens for the fetch signal (plan port + 1)
+		vcluster_listening w1 udp $(( $(dp_plan_field port) + 1 )) &&
 		kill -$sig $pid &&
 		{ wait $pid; test $? -gt 128; } &&
 		test_cmp expect keep/sum &&
@@ -170,7 +171,7 @@ test_expect_success 'a wrong length is bad input (exit 2), file or pipe, with th
 test_expect_success 'a FILE truncated while agg-send runs: exit 2, said so' '
 	cp in.5.w1 trunc || return 1
 	before=$(dp_stat ps0 added) &&
-	{ vcluster_run w1 agg-send --iter 10 --timeout 5 trunc 2>err.w1 & } &&
+	{ vcluster_run w1 agg-send --iter 10 --timeout 30 trunc 2>err.w1 & } &&
 	pid=$! &&
 	# w1 has read FILE once: its exponents are in at ps0
 	n=0 &&

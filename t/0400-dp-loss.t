@@ -273,7 +273,7 @@ test_expect_success 'the injector drops what it is told to, logs each drop, and 
 	awk -v f=$from "\$1 != \"in\" || \$2 != 5 || \$3 >= 62 || \$4 != f || \$5 != \"data\" ||
 		\$7 != \"10.90.0.4\" || \$8 != \"10.90.0.3\" { print \"unexpected: \" \$0; exit 1 }" log &&
 	awk "\$6 == 0 { z++ } \$6 > 0 { r++ } END { exit !(z == 62 && r >= 62) }" log &&
-	vcluster_run c1 ping -c 2 -i 0.2 -W 2 -q 10.90.0.3 >/dev/null &&
+	vcluster_run c1 ping -c 2 -i 0.2 -W 10 -q 10.90.0.3 >/dev/null &&
 	printf "%064d" 0 | vcluster_run c1 nc -u -w 1 10.90.0.3 9999 &&
 	agg-stat --node $parent >after2 &&
 	test $(( $(awk "\$1 == \"drop_malformed\" { print \$2 }" after2) -

@@ -28,7 +28,9 @@ now() { date +%s.%N; }
 # (a shell command; $vpid is the victim's agg-send) once a result of
 # the iteration is stored at the victim (agg-send's own counters come only
 # at its end; a result means every worker sent); then every agg-recv but the
-# victim's must exit 1 within T (+1 s for a busy machine).
+# victim's must exit 1 within T (+1 s for a busy machine).  agg-send starts
+# once every agg-recv listens for the fetch signal: their T s have begun
+# (a slow start would count against the +1 s).
 stall() {
 	it=$1 victim=$2 action=$3
 	dp_inputs $it &&
@@ -36,6 +38,9 @@ stall() {
 	for w in $(dp_workers); do
 		vcluster_run $w agg-recv --iter $it --timeout $T out.$it.$w 2>recv.$it.$w &
 		pids="$pids $w:$!"
+	done &&
+	for w in $(dp_workers); do
+		vcluster_listening $w udp $(( $(dp_plan_field port) + 1 )) || return 1
 	done &&
 	before=$(dp_stat $victim stored) &&
 	for w in $(dp_workers); do
@@ -103,7 +108,7 @@ test_expect_success 'an aggregator cut off the network: named as not answering' 
 
 test_expect_success 'after the stalls a full iteration works again' '
 	ip -n $(vcluster_brns) link set $(vcluster_port b1) up &&
-	sleep 0.5 &&
+	vcluster_link_up b1 &&
 	dp_inputs 4 && dp_allreduce 4 && dp_check 4
 '
 

@@ -35,14 +35,27 @@ c3  10.90.0.6   bw=10
 EOF
 
 # run_iter ITER [C1TIMEOUT]: agg-send on every worker; c1's -j output in
-# sent.ITER; fails unless the others succeed (c1 may time out).
+# sent.ITER; fails unless the others succeed (c1 may time out).  c1 starts
+# once the others' exponents are in (3 added in all: a, c1's parent,
+# cannot finish segment 0 without it), so its timeout (1 s in one test)
+# does not run while they start.
+added_all() {
+	for h in $(vcluster_hosts); do dp_stat $h added || return 1; done |
+		awk '{ s += $1 } END { print s + 0 }'
+}
 run_iter() {
 	dp_inputs "$1" &&
 	pids= &&
+	added0=$(added_all) &&
 	for w in $(dp_workers); do
 		test $w = c1 && continue
-		vcluster_run $w agg-send --iter "$1" --timeout 10 in.$1.$w 2>send.$1.$w &
+		vcluster_run $w agg-send --iter "$1" --timeout 30 in.$1.$w 2>send.$1.$w &
 		pids="$pids $!"
+	done &&
+	n=0 &&
+	until [ $(added_all) -ge $((added0 + 3)) ]; do
+		n=$((n + 1)) && test $n -lt 600 || return 1
+		sleep 0.05
 	done &&
 	{ vcluster_run c1 agg-send -j --iter "$1" --timeout "${2:-10}" in.$1.c1 \
 		>sent.$1 2>send.$1.c1; c1_rc=$?; } &&

@@ -14,6 +14,8 @@
 #   vcluster_listening NAME tcp|udp PORT
 #                                    wait (up to 30 s) until a socket of
 #                                    host NAME listens on PORT
+#   vcluster_link_up NAME            wait (up to 30 s) until host NAME's
+#                                    eth0 is up and its bridge port forwards
 #   vcluster_shape                   limit every host to its bw= in both
 #                                    directions (HTB; IFB for the upload)
 #   vcluster_down                    remove everything vcluster_up made
@@ -177,12 +179,24 @@ vcluster_up() {
 	# Duplicate address detection is IPv6-only; IPv4 is up at once.  Wait
 	# for the carrier of every port so the first packet is not lost.
 	for vc_n in $VCLUSTER_NAMES; do
-		vc_t=0
-		until vcluster_run "$vc_n" cat /sys/class/net/eth0/operstate 2>/dev/null | grep -q up; do
-			vc_t=$((vc_t + 1))
-			[ $vc_t -lt 300 ] || vcluster_fail_ "eth0 of $vc_n never came up" || return 1
-			sleep 0.1
-		done
+		vcluster_link_up "$vc_n" || vcluster_fail_ "eth0 of $vc_n never came up" || return 1
 	done
 	return 0
+}
+
+# The kernel's linkwatch (a workqueue, behind the RTNL lock every other
+# namespace's setup and teardown takes too) marks a veth up and starts its
+# qdisc, and makes the bridge port forward, a while after "ip link set
+# up".  ip -n and bridge -n ask the namespace itself: cat
+# /sys/class/net/eth0/operstate under nsenter --net reads the sysfs of
+# the root namespace, whose eth0 is another device.
+vcluster_link_up() {
+	vc_t=0
+	until ip -n "$(vcluster_ns "$1")" -o link show dev eth0 2>/dev/null | grep -q " state UP " &&
+	      bridge -n "$(vcluster_brns)" link show dev "$(vcluster_port "$1")" 2>/dev/null |
+		grep -q " state forwarding "; do
+		vc_t=$((vc_t + 1))
+		[ $vc_t -lt 300 ] || { echo "vcluster: eth0 of $1 or its bridge port is not up" >&2; return 1; }
+		sleep 0.1
+	done
 }

@@ -18,7 +18,8 @@
  *		  [--duration SEC] [--rate PPS] SPEC...
  *	Crafted agg packets out of this namespace through AF_PACKET (any
  *	source address), each SPEC --count times in turn, or round and round
- *	for --duration seconds.  A SPEC is key=value,... on top of a valid
+ *	for --duration seconds (SIGTERM or SIGINT ends it sooner, the
+ *	counts printed as at the end).  A SPEC is key=value,... on top of a valid
  *	DATA packet of the plan from this host: src (address or node; hdr.from
  *	follows a node), smac (a node's MAC, by ARP, or aa:bb:cc:dd:ee:ff),
  *	dst (node, else --to), dstip (the IP destination, to dst's MAC), from, type (data, result,
@@ -39,6 +40,7 @@
 #include <linux/ip.h>
 #include <linux/udp.h>
 #include <netpacket/packet.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1130,6 +1132,15 @@ static int self_addr(const char *dev, struct in_addr *a)
 	return err;
 }
 
+/* send: SIGTERM or SIGINT stops the rounds; the counts are printed. */
+static volatile sig_atomic_t send_stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	send_stop = 1;
+}
+
 /* Sleep until t (CLOCK_MONOTONIC seconds). */
 static void pace(double t)
 {
@@ -1232,9 +1243,11 @@ static int do_send(void)
 	}
 	sll.sll_ifindex = nif.ifindex;
 	agg_rand_seed(&r, env.seed);
+	signal(SIGTERM, on_stop);
+	signal(SIGINT, on_stop);
 	t0 = next = now();
-	for (uint64_t round = 0; env.duration ? now() - t0 < env.duration : round < env.count;
-	     round++) {
+	for (uint64_t round = 0; !send_stop &&
+	     (env.duration ? now() - t0 < env.duration : round < env.count); round++) {
 		for (int i = 0; i < env.nspecs; i++) {
 			size_t len = frame_build(buf, &sp[i].f, p.segment, &r);
 
