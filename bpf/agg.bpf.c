@@ -668,8 +668,9 @@ static __always_inline int progress_add(__u64 ver)
 	if (pg->ver != ver) {
 		pg->ver = ver;
 		pg->count = 0;
+		pg->want = 0;
 	}
-	done = ++pg->count == cfg_nsegs - cfg_nexp;
+	done = ++pg->count == (pg->want ? pg->want : cfg_nsegs - cfg_nexp);
 	bpf_spin_unlock(&pg->lock);
 	return done;
 }

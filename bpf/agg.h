@@ -193,11 +193,15 @@ struct agg_meta {
 };
 
 /* "progress" map: data segments stored per iteration, entry
- * (iteration + 1) % AGG_PROGRESS_SLOTS. */
+ * (iteration + 1) % AGG_PROGRESS_SLOTS.  The packet that stores the
+ * iteration's last data segment becomes the fetch signal: the plan's
+ * number of them, or want when the node's own sender has set it (with
+ * BPF_F_LOCK, before it sends anything of ver) for a call shorter than the
+ * plan's size. */
 #define AGG_PROGRESS_SLOTS	4
 struct agg_progress {
 	AGG_SPIN_LOCK lock;
-	__u32 rsvd;
+	__u32 want;		/* data segments of ver; 0: all of the plan's */
 	__u64 ver;		/* agg_ver of the iteration counted */
 	__u64 count;
 };

@@ -18,8 +18,7 @@
 #include "json.h"
 #include "log.h"
 #include "opts.h"
-#include "probe.h"
-#include "quant.h"
+#include "recv.h"
 
 static struct {
 	const char *file;
@@ -88,45 +87,6 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-/* The fetch signal's socket: plan port + 1 on the node's address. */
-static int signal_socket(const struct agg_node *n)
-{
-	struct sockaddr_in sa = {
-		.sin_family = AF_INET,
-		.sin_addr = n->plan.node[n->self].addr,
-		.sin_port = htons(n->plan.port + 1),
-	};
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-
-	if (s < 0)
-		return -errno;
-	if (bind(s, (struct sockaddr *)&sa, sizeof(sa))) {
-		int err = -errno;
-
-		close(s);
-		return err;
-	}
-	return s;
-}
-
-/* Which plan nodes feed the missing segments: their trees' roots. */
-static void report_missing(const struct agg_node *n, uint32_t miss, const char *why)
-{
-	char ranges[512];
-
-	agg_node_missing_ranges(n, n->l.nexp, n->l.nsegs, env.ver, ranges, sizeof(ranges));
-	agg_err("iteration %u: %u of %u result segments missing after %g s (wire segments %s%s)%s%s",
-		env.iter, miss, n->l.ndata, env.timeout, ranges,
-		agg_node_missing(n, 0, n->l.nexp, env.ver) ?
-		"; the exponents are missing too" : "", why[0] ? ": " : "", why);
-}
-
-/* Time to ask the tree who holds the iteration up, before the deadline. */
-static double probe_budget(void)
-{
-	return env.timeout / 5 < 0.5 ? env.timeout / 5 : 0.5;
-}
-
 /* The output; a signal removes its temporary file (grad.h). */
 static struct agg_grad_out out = { .fd = -1 };
 
@@ -169,72 +129,30 @@ static uint32_t chunk_segs(const struct agg_layout *l)
 	return CHUNK_BYTES / 4 / l->segment ? CHUNK_BYTES / 4 / l->segment : 1;
 }
 
-/* Take the sequence locks of wire segments [lo, hi) into seq: false if
- * one is being written or does not hold env.ver. */
-static bool seqs_take(const struct agg_node *n, uint32_t lo, uint32_t hi, uint32_t *seq)
-{
-	for (uint32_t s = lo; s < hi; s++) {
-		seq[s - lo] = agg_meta_begin(&n->meta[s]);
-		if ((seq[s - lo] & 1) || n->meta[s].ver != env.ver)
-			return false;
-	}
-	return true;
-}
-
-static bool seqs_valid(const struct agg_node *n, uint32_t lo, uint32_t hi, const uint32_t *seq)
-{
-	for (uint32_t s = lo; s < hi; s++)
-		if (!agg_meta_valid(&n->meta[s], seq[s - lo]))
-			return false;
-	return true;
-}
-
 static int write_result(const struct agg_node *n, float *buf, uint64_t *nan)
 {
 	const struct agg_layout *l = &n->l;
 	char why[PATH_MAX + 200];
-	uint32_t *seq = malloc(sizeof(*seq) * (chunk_segs(l) + l->nexp));
 
-	if (!seq) {
-		agg_err("out of memory");
-		return AGG_EXIT_SYSTEM;
-	}
 	for (uint32_t lo = 0, hi; lo < l->ndata; lo = hi) {
-		uint64_t first = (uint64_t)lo * l->segment, len = 0;
-		uint32_t elo, ehi, *eseq;
+		uint64_t first = (uint64_t)lo * l->segment, last;
 
 		hi = l->ndata - lo < chunk_segs(l) ? l->ndata : lo + chunk_segs(l);
-		elo = lo / l->segment;
-		ehi = (hi - 1) / l->segment + 1;
-		eseq = seq + (hi - lo);
-		if (!seqs_take(n, agg_wire_seg(l, lo), agg_wire_seg(l, hi), seq) ||
-		    !seqs_take(n, elo, ehi, eseq))
-			goto overwritten;
-		for (uint32_t d = lo; d < hi; d++) {
-			uint64_t at = (uint64_t)d * l->segment;
-			size_t cnt = l->nvalues - at < l->segment ? l->nvalues - at : l->segment;
-			uint32_t seg = agg_wire_seg(l, d);
-
-			*nan += agg_dequantize(n->results + (size_t)seg * l->segment, cnt,
-					       agg_node_exponent(n, d), l->shift, n->meta[seg].op,
-					       buf + (at - first));
-			len += cnt;
+		last = (uint64_t)hi * l->segment;
+		if (last > l->nvalues)
+			last = l->nvalues;
+		if (agg_result_read(n, env.ver, lo, hi, l->nvalues, buf, nan)) {
+			agg_err("iteration %u was overwritten by a newer one while reading it",
+				env.iter);
+			return AGG_EXIT_PROBLEM;
 		}
-		if (!seqs_valid(n, agg_wire_seg(l, lo), agg_wire_seg(l, hi), seq) ||
-		    !seqs_valid(n, elo, ehi, eseq))
-			goto overwritten;
-		if (agg_grad_out_write(&out, buf, len * sizeof(float), why, sizeof(why))) {
+		if (agg_grad_out_write(&out, buf, (last - first) * sizeof(float), why,
+				       sizeof(why))) {
 			agg_err("%s", why);
-			free(seq);
 			return AGG_EXIT_SYSTEM;
 		}
 	}
-	free(seq);
 	return 0;
-overwritten:
-	agg_err("iteration %u was overwritten by a newer one while reading it", env.iter);
-	free(seq);
-	return AGG_EXIT_PROBLEM;
 }
 
 int main(int argc, char **argv)
@@ -250,19 +168,16 @@ int main(int argc, char **argv)
 	};
 	struct agg_node n;
 	float *chunk = NULL;
-	char why[600];
-	double t0 = agg_now(), deadline = t0 + env.timeout;
-	uint32_t miss;
+	char why[1200];
+	double t0 = agg_now();
 	uint64_t nan = 0;
 	int rc = 0, err, sock = -1;
-	bool probed = false;
 
 	agg_opts_setup(argv[0]);
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return AGG_EXIT_USAGE;
 	agg_opts_done(argv[0]);
 	agg_print_start(agg_common.json, agg_common.pretty);
-	deadline = t0 + env.timeout;
 	if (!env.has_run && agg_run_default(&env.run))
 		return AGG_EXIT_USAGE;
 	env.ver = agg_ver(env.run, env.iter);
@@ -296,7 +211,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* Bind first, then look: a signal cannot fall between the two. */
-	sock = signal_socket(&n);
+	sock = agg_signal_socket(&n);
 	if (sock < 0) {
 		agg_err("cannot listen for the fetch signal on port %u: %s%s", n.plan.port + 1,
 			strerror(-sock), sock == -EADDRINUSE ?
@@ -304,30 +219,11 @@ int main(int argc, char **argv)
 		rc = AGG_EXIT_SYSTEM;
 		goto out;
 	}
-	while ((miss = agg_node_missing(&n, n.l.nexp, n.l.nsegs, env.ver))) {
-		struct pollfd pfd = { .fd = sock, .events = POLLIN };
-		double left = deadline - agg_now();
-		char buf[64];
-
-		if (left <= probe_budget() && !probed) {
-			/* The first missing segment of each tree, or the
-			 * exponents when even they are not all in. */
-			uint32_t lo = agg_node_missing(&n, 0, n.l.nexp, env.ver) ? 0 : n.l.nexp;
-
-			agg_explain_missing(&n, env.ver, lo, n.l.nsegs,
-					    (int)(probe_budget() * 800), why, sizeof(why));
-			probed = true;
-			continue;
-		}
-		if (left <= 0) {
-			report_missing(&n, miss, why);
-			rc = AGG_EXIT_PROBLEM;
-			goto out;
-		}
-		/* The signal wakes us; the map is the truth (poll it too). */
-		poll(&pfd, 1, left < 0.1 ? (int)(left * 1000) + 1 : 100);
-		while (recv(sock, buf, sizeof(buf), 0) > 0)
-			;
+	err = agg_recv_wait(&n, sock, env.ver, n.l.ndata, env.timeout, why, sizeof(why));
+	if (err) {
+		agg_err("%s", why);
+		rc = AGG_EXIT_PROBLEM;
+		goto out;
 	}
 
 	/* The output is touched only once every result is in.  (Writing the

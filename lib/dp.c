@@ -508,7 +508,8 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 	int err;
 
 	memset(n, 0, sizeof(*n));
-	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock = -1;
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock =
+		n->fd_progress = -1;
 	agg_plan_init(&n->plan);
 	err = agg_node_locate(pin_dir, job, node, n->dir, sizeof(n->dir), why, whylen);
 	if (err)
@@ -550,6 +551,7 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 	OPEN_PIN(n->fd_meta, "meta");
 	OPEN_PIN(n->fd_results, "results");
 	OPEN_PIN(n->fd_clock, "clock");
+	OPEN_PIN(n->fd_progress, "progress");
 #undef OPEN_PIN
 	n->meta = map_mmap(n->fd_meta, &n->meta_len, 0);
 	n->results = map_mmap(n->fd_results, &n->results_len, n->l.nexp);
@@ -577,6 +579,8 @@ void agg_node_close(struct agg_node *n)
 		munmap(n->clock, n->clock_len);
 	if (n->fd_clock >= 0)
 		close(n->fd_clock);
+	if (n->fd_progress >= 0)
+		close(n->fd_progress);
 	if (n->fd_results >= 0)
 		close(n->fd_results);
 	if (n->fd_meta >= 0)
@@ -589,7 +593,8 @@ void agg_node_close(struct agg_node *n)
 		close(n->fd_prog);
 	agg_plan_free(&n->plan);
 	memset(n, 0, sizeof(*n));
-	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock = -1;
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock =
+		n->fd_progress = -1;
 }
 
 /* Is the result of wire segment s version ver (and not being rewritten)? */

@@ -90,7 +90,7 @@ struct agg_node {
 	struct agg_layout l;
 	int self;		/* node index */
 	char dir[512];		/* its pin directory */
-	int fd_results, fd_meta, fd_stats, fd_sent, fd_prog, fd_clock;
+	int fd_results, fd_meta, fd_stats, fd_sent, fd_prog, fd_clock, fd_progress;
 	const int32_t *results;	/* mmap: the exponent segments' values (nexp x
 				 * segment); all nsegs after agg_node_map_results */
 	const struct agg_meta *meta; /* mmap: nsegs entries */

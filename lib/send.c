@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The sending engine: framing, injection into the node's own XDP program,
+ * the window of lanes, resends, and probes when a call stalls (send.h).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "opts.h"
+#include "probe.h"
+#include "quant.h"
+#include "recv.h"
+#include "send.h"
+
+void agg_call_segs(const struct agg_layout *l, uint64_t nvalues, uint32_t *ndata,
+		   uint32_t *nexp)
+{
+	uint64_t d = (nvalues + l->segment - 1) / l->segment;
+
+	*ndata = (uint32_t)d;
+	*nexp = (uint32_t)((d + l->segment - 1) / l->segment);
+}
+
+void agg_sender_free(struct agg_sender *s)
+{
+	if (s->sock >= 0)
+		close(s->sock);
+	if (s->sig >= 0)
+		close(s->sig);
+	free(s->parent);
+	free(s->local);
+	free(s->frame);
+	free(s->out);
+	free(s->exps);
+	memset(s, 0, sizeof(*s));
+	s->sock = s->sig = -1;
+}
+
+int agg_sender_init(struct agg_sender *s, struct agg_node *n)
+{
+	const struct agg_plan *p = &n->plan;
+	const struct agg_host *me = &p->node[n->self];
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = me->addr };
+	struct ethhdr *eth;
+	struct iphdr *ip;
+	struct udphdr *udp;
+
+	memset(s, 0, sizeof(*s));
+	s->sock = s->sig = -1;
+	s->n = n;
+	s->parent = calloc(p->ntrees, sizeof(*s->parent));
+	s->local = calloc(p->ntrees, sizeof(*s->local));
+	s->frame_len = sizeof(*eth) + sizeof(*ip) + sizeof(*udp) + sizeof(struct agg_hdr) +
+		       4 * (size_t)n->l.segment;
+	s->frame = calloc(1, s->frame_len);
+	s->out = calloc(1, s->frame_len + sizeof(struct agg_tcmeta));
+	s->exps = malloc(sizeof(*s->exps) * (n->l.ndata ? n->l.ndata : 1));
+	if (!s->parent || !s->local || !s->frame || !s->out || !s->exps)
+		goto nomem;
+	for (int t = 0; t < p->ntrees; t++) {
+		int par = p->tree[t].parent[n->self];
+
+		s->local[t] = agg_plan_children(p, t, n->self, NULL, 0) > 0;
+		if (!s->local[t] && par < 0) {
+			errno = EINVAL;	/* a worker outside a tree: agg_plan_check forbids */
+			goto fail;
+		}
+		if (par >= 0) {
+			s->parent[t].sin_family = AF_INET;
+			s->parent[t].sin_addr = p->node[par].addr;
+			s->parent[t].sin_port = htons(p->port);
+		}
+	}
+	s->sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s->sock < 0 || bind(s->sock, (struct sockaddr *)&sa, sizeof(sa)))
+		goto fail;
+	/* The frame a local contribution enters our own XDP program with. */
+	eth = (struct ethhdr *)s->frame;
+	ip = (struct iphdr *)(eth + 1);
+	udp = (struct udphdr *)(ip + 1);
+	memcpy(eth->h_dest, n->nif.mac, 6);
+	memcpy(eth->h_source, n->nif.mac, 6);
+	eth->h_proto = htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_UDP;
+	ip->tot_len = htons(s->frame_len - sizeof(*eth));
+	ip->saddr = me->addr.s_addr;
+	ip->daddr = me->addr.s_addr;
+	udp->source = htons(p->port);
+	udp->dest = htons(p->port);
+	udp->len = htons(s->frame_len - sizeof(*eth) - sizeof(*ip));
+	return 0;
+nomem:
+	errno = ENOMEM;
+fail:
+	{
+		int err = -errno;
+
+		agg_sender_free(s);
+		errno = -err;
+		return err;
+	}
+}
+
+int agg_sender_listen(struct agg_sender *s)
+{
+	int fd = agg_signal_socket(s->n);
+
+	if (fd < 0)
+		return fd;
+	s->sig = fd;
+	return 0;
+}
+
+static struct agg_hdr *frame_hdr(struct agg_sender *s)
+{
+	return (struct agg_hdr *)(s->frame + sizeof(struct ethhdr) + sizeof(struct iphdr) +
+				  sizeof(struct udphdr));
+}
+
+static int32_t *frame_vals(struct agg_sender *s)
+{
+	return (int32_t *)(frame_hdr(s) + 1);
+}
+
+/* Send the segment in the frame's header and values, as the attempt-th
+ * resend (0: the first transmission). */
+static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned attempt)
+{
+	const struct agg_plan *p = &s->n->plan;
+	struct agg_hdr *h = frame_hdr(s);
+	unsigned t = agg_plan_seg_tree(p, seg);
+
+	h->magic = AGG_MAGIC;
+	h->type = AGG_T_DATA;
+	h->tree = t;
+	h->from = s->n->self;
+	h->job = p->job;
+	h->iter = agg_ver_iter(ver);
+	h->run = agg_ver_run(ver);
+	h->seg = seg;
+	h->attempt = attempt > 0xffff ? 0xffff : attempt;
+	h->token = s->n->token;
+	if (attempt)
+		s->resent++;
+	if (s->local[t]) {
+		/* Our own contribution enters our own XDP program directly.  A
+		 * plain BPF_PROG_RUN: the live-frames mode sets up and tears
+		 * down a page pool per call, which costs more than the
+		 * aggregation.  When the run completes the slot, the program
+		 * returns the aggregate addressed to the parent (XDP_PASS with
+		 * AGG_F_UP in the metadata, for TC); here it goes to the parent
+		 * from us.  The output is the metadata, then the frame. */
+		struct xdp_md ctx = { .data_end = s->frame_len,
+				       .ingress_ifindex = s->n->nif.ifindex }, ctx_out;
+		const size_t ml = sizeof(struct agg_tcmeta);
+		const struct agg_tcmeta *m = (const void *)s->out;
+		LIBBPF_OPTS(bpf_test_run_opts, o,
+			    .data_in = s->frame, .data_size_in = s->frame_len,
+			    .data_out = s->out, .data_size_out = s->frame_len + ml,
+			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx),
+			    .ctx_out = &ctx_out, .ctx_size_out = sizeof(ctx_out), .repeat = 1);
+
+		if (bpf_prog_test_run_opts(s->n->fd_prog, &o))
+			return -errno;
+		s->sent_local++;
+		if (o.retval == XDP_DROP)
+			return 0;	/* in the slot (or a duplicate, counted) */
+		h = (struct agg_hdr *)(s->out + ml + ((uint8_t *)h - s->frame));
+		if (o.retval != XDP_PASS || o.data_size_out != s->frame_len + ml ||
+		    ctx_out.data != ml || !(m->flags & AGG_F_UP))
+			return -EPROTO;
+	}
+	for (;;) {
+		if (sendto(s->sock, h, s->frame_len - ((uint8_t *)frame_hdr(s) - s->frame), 0,
+			   (struct sockaddr *)&s->parent[t], sizeof(s->parent[t])) >= 0)
+			break;
+		if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		usleep(50);
+	}
+	if (!s->local[t])
+		s->sent_remote++;
+	return 0;
+}
+
+/* Time to ask the tree who holds the iteration up, before giving up. */
+static double probe_budget(double timeout)
+{
+	return timeout / 5 < 0.5 ? timeout / 5 : 0.5;
+}
+
+/*
+ * When a segment without its result is sent again.  A result acknowledges
+ * a segment and comes back only when every worker has sent it, so round
+ * trips follow the slowest worker and, under loss, the other workers'
+ * resends: their distribution has a long tail whose mean and maximum say
+ * little, while its median is the time a segment needs when nothing goes
+ * wrong (on a congested link too, where every round trip is long).  So the
+ * timeout is twice a running median of the time from a segment's
+ * last send to its result, between RTO_MIN and RTO_STALL, RTO_INIT before the
+ * first sample (the workers start at different times), and doubled per
+ * resend up to RTO_STALL once nothing at all has come back for RTO_IDLE,
+ * so that a dead or cut-off peer is not flooded.
+ */
+#define RTO_MIN		0.010
+#define RTO_INIT	0.200
+#define RTO_IDLE	0.100
+#define RTO_STALL	1.0
+static double rto(const struct agg_sender *s, unsigned attempt, double idle)
+{
+	double t = 2 * s->rtt_med;
+
+	if (!s->rtt_med)
+		return RTO_INIT;
+	if (t < RTO_MIN)
+		t = RTO_MIN;
+	while (idle > RTO_IDLE && attempt-- && t < RTO_STALL)
+		t *= 2;
+	return t < RTO_STALL ? t : RTO_STALL;
+}
+
+/* A running median: steps of 5% of itself towards each sample. */
+static void rtt_sample(struct agg_sender *s, double r)
+{
+	if (!s->rtt_med)
+		s->rtt_med = r > 1e-5 ? r : 1e-5;
+	else
+		s->rtt_med *= r > s->rtt_med ? 1.05 : 1 / 1.05;
+}
+
+/*
+ * Wait for something to happen: 50 us while results come in, longer (up
+ * to 1 ms) the longer nothing has, and with the fetch signal's socket in
+ * poll(), which the call's last result wakes at once.
+ */
+#define NAP_MIN		50e-6
+#define NAP_MAX		1e-3
+static void nap(struct agg_sender *s, double idle)
+{
+	double t = idle < NAP_MIN ? NAP_MIN : idle > NAP_MAX ? NAP_MAX : idle;
+
+	if (s->sig >= 0 && t >= NAP_MAX / 2) {
+		struct pollfd pfd = { .fd = s->sig, .events = POLLIN };
+		char buf[64];
+
+		if (poll(&pfd, 1, (int)(t * 1000)) > 0)
+			while (recv(s->sig, buf, sizeof(buf), 0) > 0)
+				;
+		return;
+	}
+	usleep((useconds_t)(t * 1e6));
+}
+
+struct lane {			/* one slot of the window */
+	uint32_t seg;		/* the segment in flight, or UINT32_MAX */
+	unsigned attempt;
+	double sent;
+};
+
+static void timeout_why(struct agg_sender *s, const struct agg_send_call *c, uint32_t lo,
+			uint32_t hi, const char *probed, char *why, size_t whylen)
+{
+	char ranges[512];
+
+	agg_node_missing_ranges(s->n, lo, hi, c->ver, ranges, sizeof(ranges));
+	snprintf(why, whylen, "iteration %u: %u of %u segments not aggregated after %g s "
+		 "without progress (wire segments %s)%s%s", agg_ver_iter(c->ver),
+		 agg_node_missing(s->n, lo, hi, c->ver), hi - lo, c->timeout, ranges,
+		 probed[0] ? ": " : "", probed);
+}
+
+/*
+ * Send wire segments [lo, hi) through a window of lanes: lane j carries
+ * segments lo + j, lo + j + window, ..., and sends the next one as soon as
+ * the result of the one before is on this node (the result acknowledges
+ * it), so a node never holds more than the window of ours.  fill(s, c, seg)
+ * puts a segment's values into the frame.
+ */
+static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo, uint32_t hi,
+		     uint8_t op, void (*fill)(struct agg_sender *, const struct agg_send_call *,
+					      uint32_t),
+		     char *why, size_t whylen)
+{
+	uint32_t window = s->n->l.window, nl = hi - lo < window ? hi - lo : window, busy = nl;
+	struct lane *lane = calloc(nl ? nl : 1, sizeof(*lane));
+	double last = agg_now(), t, budget = probe_budget(c->timeout);
+	char probed[600] = "";
+	int err = 0;
+
+	if (!lane) {
+		snprintf(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	frame_hdr(s)->op = op;
+	for (uint32_t j = 0; j < nl && !err; j++) {
+		fill(s, c, lo + j);
+		err = send_seg(s, c->ver, lo + j, 0);
+		lane[j] = (struct lane){ lo + j, 0, agg_now() };
+	}
+	while (busy && !err) {
+		bool moved = false;
+
+		t = agg_now();
+		for (uint32_t j = 0; j < nl && !err; j++) {
+			struct lane *l = &lane[j];
+
+			if (l->seg == UINT32_MAX)
+				continue;
+			if (!agg_node_missing(s->n, l->seg, l->seg + 1, c->ver)) {
+				/* Since the last send, resends too: a sample
+				 * that an earlier send answered is short, and
+				 * the median shrugs it off; without resends'
+				 * samples a congested link, where every segment
+				 * is resent before its result is back, would
+				 * give none, and the timeout could never grow. */
+				rtt_sample(s, t - l->sent);
+				moved = true;
+				last = t;
+				probed[0] = '\0';	/* moving again: ask anew next time */
+				if ((uint64_t)l->seg + window >= hi) {
+					l->seg = UINT32_MAX;
+					busy--;
+					continue;
+				}
+				l->seg += window;
+				l->attempt = 0;
+			} else if (t - l->sent > rto(s, l->attempt, t - last)) {
+				l->attempt++;
+			} else {
+				continue;
+			}
+			fill(s, c, l->seg);
+			err = send_seg(s, c->ver, l->seg, l->attempt);
+			l->sent = agg_now();
+		}
+		if (err || !busy)
+			break;
+		if (agg_now() - last > c->timeout - budget && !probed[0]) {
+			agg_explain_missing(s->n, c->ver, lo, hi, (int)(budget * 800),
+					    probed, sizeof(probed));
+			if (!probed[0])
+				snprintf(probed, sizeof(probed), "%s", " ");	/* probed once */
+		}
+		if (agg_now() - last > c->timeout) {
+			free(lane);
+			timeout_why(s, c, lo, hi, probed[0] == ' ' ? "" : probed, why, whylen);
+			return -ETIMEDOUT;
+		}
+		if (!moved)
+			nap(s, agg_now() - last);
+	}
+	free(lane);
+	if (err)
+		snprintf(why, whylen, "cannot send: %s", strerror(-err));
+	return err;
+}
+
+static void fill_exp(struct agg_sender *s, const struct agg_send_call *c, uint32_t seg)
+{
+	const struct agg_layout *l = &s->n->l;
+	uint32_t ndata, nexp;
+	int32_t *v = frame_vals(s);
+
+	agg_call_segs(l, c->nvalues, &ndata, &nexp);
+	for (uint32_t i = 0; i < l->segment; i++) {
+		uint64_t d = (uint64_t)seg * l->segment + i;
+
+		v[i] = d < ndata ? s->exps[d] : AGG_EXP_ZERO;
+	}
+}
+
+static void fill_data(struct agg_sender *s, const struct agg_send_call *c, uint32_t seg)
+{
+	const struct agg_layout *l = &s->n->l;
+	uint32_t d = seg - l->nexp;
+	uint64_t first = (uint64_t)d * l->segment;
+	size_t n = c->nvalues - first < l->segment ? c->nvalues - first : l->segment;
+
+	agg_quantize(c->x + first, n, l->segment, agg_node_exponent(s->n, d), l->shift,
+		     frame_hdr(s)->op, frame_vals(s));
+}
+
+/* Tell the node's XDP program how many data segments version ver has, so
+ * that the packet storing the last one becomes the fetch signal (a call
+ * shorter than the plan's size); before anything of ver is sent. */
+static void expect_segs(struct agg_sender *s, uint64_t ver, uint32_t ndata)
+{
+	struct agg_progress pg = { .ver = ver, .want = ndata };
+	uint32_t k = (uint32_t)ver % AGG_PROGRESS_SLOTS;
+
+	if (s->sig >= 0 && s->n->fd_progress >= 0)
+		bpf_map_update_elem(s->n->fd_progress, &k, &pg, BPF_F_LOCK);
+}
+
+int agg_send_run(struct agg_sender *s, struct agg_send_call *c, char *why, size_t whylen)
+{
+	const struct agg_layout *l = &s->n->l;
+	uint32_t ndata, nexp;
+	int err;
+
+	if (!c->nvalues || c->nvalues > l->nvalues) {
+		snprintf(why, whylen, "%llu values: the plan takes 1 to %llu",
+			 (unsigned long long)c->nvalues, (unsigned long long)l->nvalues);
+		return -EINVAL;
+	}
+	agg_call_segs(l, c->nvalues, &ndata, &nexp);
+	c->nonfinite = 0;
+	for (uint32_t d = 0; d < ndata; d++) {
+		uint64_t first = (uint64_t)d * l->segment;
+		size_t cnt = c->nvalues - first < l->segment ? c->nvalues - first : l->segment;
+
+		s->exps[d] = agg_quant_exponent(c->x + first, cnt, &c->nonfinite);
+	}
+	expect_segs(s, c->ver, ndata);
+	/* Phase 0: the exponents, max-reduced; phase 1: the values. */
+	err = run_phase(s, c, 0, nexp, AGG_OP_MAX, fill_exp, why, whylen);
+	if (!err)
+		err = run_phase(s, c, l->nexp, l->nexp + ndata, c->op, fill_data, why, whylen);
+	return err;
+}
