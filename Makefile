@@ -8,6 +8,12 @@ PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 MANDIR     ?= $(PREFIX)/share/man
 COMPDIR    ?= $(PREFIX)/share/bash-completion/completions
+INCLUDEDIR ?= $(PREFIX)/include
+LIBDIR     ?= $(PREFIX)/lib
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# Debian's python3 looks in /usr/local/lib/python3/dist-packages... only
+# for its own version's directory: install next to the tools' prefix.
+PYTHONDIR  ?= $(PREFIX)/lib/python3/dist-packages
 AGG_PIN_DIR ?= /sys/fs/bpf/agg
 AGG_CACHE_DIR ?= /var/cache/agg
 # The default secret of agg-plan's job tokens.  Not ?=: the environment
@@ -23,7 +29,7 @@ ARCH_INC   ?= /usr/include/$(shell $(CC) -print-multiarch 2>/dev/null || echo x8
 CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
               -Wstrict-prototypes -Wmissing-prototypes -fno-common
-CPPFLAGS   += -Ilib -Ibpf -Ibuild -D_GNU_SOURCE \
+CPPFLAGS   += -Ilib -Ilib/api -Ibpf -Ibuild -D_GNU_SOURCE \
               -DAGG_VERSION='"$(VERSION)"' \
               -DAGG_PIN_DIR='"$(AGG_PIN_DIR)"' \
               -DAGG_CACHE_DIR='"$(AGG_CACHE_DIR)"' \
@@ -54,11 +60,16 @@ TEST_SRC   := $(sort $(wildcard t/unit/*.c))
 TEST_BIN   := $(TEST_SRC:t/unit/%.c=build/t/%)
 BENCH_SRC  := $(sort $(wildcard bench/*.c))
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=build/bench/%)
+SO_MAJOR   := 1
+SONAME     := libagg.so.$(SO_MAJOR)
+SO_LIB     := build/$(SONAME).0.0
 MAN_PAGES  := $(sort $(wildcard man/*.[1-8]))
+# man 3 agg_open and the others: the exported names, each a link to libagg(3)
+MAN3_LINKS := $(shell sed -n 's/^[[:space:]]*\(agg_[a-z_]*\);$$/\1/p' lib/api/libagg.map)
 COMPLETIONS := $(sort $(wildcard completions/*.bash))
 FUZZ_SRC   := $(sort $(wildcard t/fuzz/*.c))
 
-all: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS) $(TEST_BIN) $(BENCH_BIN)
+all: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS) $(TEST_BIN) $(BENCH_BIN) build/libagg.so build/agg.pc
 
 # Skeletons are generated headers, and the tools' objects are named by
 # their .d files once built: none is an intermediate file to delete (a
@@ -66,7 +77,7 @@ all: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS) $(TEST_BIN) $(BENCH_BIN)
 # relink every tool under the tests running them).
 .SECONDARY: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS:%=%.o)
 
-build build/lib build/t build/fuzz build/bench:
+build build/lib build/lib/api build/t build/fuzz build/bench:
 	$(Q)mkdir -p $@
 
 # BPF objects -> skeletons; every C file may include any skeleton.
@@ -78,9 +89,31 @@ build/%.skel.h: build/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*) > $@
 
-build/lib/%.o: lib/%.c $(BPF_SKEL) | build/lib
+# -fPIC: libagg.so is made of the same objects as libagg.a.
+build/lib/%.o: lib/%.c $(BPF_SKEL) | build/lib build/lib/api
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+# libagg.so: the public API (lib/api) over libagg.a, whose objects the
+# linker takes as needed; only agg/agg.h's symbols are exported, versioned
+# (lib/api/libagg.map).
+$(SO_LIB): build/lib/api/libagg.o build/libagg.a lib/api/libagg.map
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
+		-Wl,--version-script=lib/api/libagg.map -Wl,--no-undefined -Wl,--as-needed \
+		-o $@ build/lib/api/libagg.o build/libagg.a $(LDLIBS)
+
+build/$(SONAME): $(SO_LIB)
+	$(Q)ln -sf $(notdir $<) $@
+
+build/libagg.so: build/$(SONAME)
+	$(Q)ln -sf $(SONAME) $@
+
+# agg.pc for the build tree's users is the installed one's, with
+# PREFIX's paths; `make install` writes it again for its own.
+build/agg.pc: lib/api/agg.pc.in Makefile | build
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' $< >$@
 
 # lib/quant.c's loops vectorize at -O3 (gcc's -O2 cost model leaves them
 # scalar): 4-8x faster conversion of every gradient (make bench, quant).
@@ -107,7 +140,7 @@ build/bench/%: bench/%.c build/libagg.a | build/bench
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< build/libagg.a $(LDLIBS)
 
--include $(wildcard build/*.d build/lib/*.d build/t/*.d build/bench/*.d)
+-include $(wildcard build/*.d build/lib/*.d build/lib/api/*.d build/t/*.d build/bench/*.d)
 
 # ---- dependencies ------------------------------------------------------
 # Debian packages needed to build and test; only the missing ones are
@@ -115,7 +148,8 @@ build/bench/%: bench/%.c build/libagg.a | build/bench
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libpcap-dev libnuma-dev pkg-config iproute2 perl man-db \
             bash-completion jq libclang-rt-14-dev procps util-linux \
-            iputils-ping netcat-openbsd tcpdump
+            iputils-ping netcat-openbsd tcpdump \
+            python3 python3-numpy python3-torch python3-sklearn
 
 deps:
 	$(Q)missing=$$(for p in $(DEB_PKGS); do \
@@ -125,8 +159,8 @@ deps:
 	echo "deps: installing" $$missing; \
 	if [ "$$(id -u)" != 0 ]; then echo "deps: need root: apt-get install $$missing" >&2; exit 3; fi; \
 	{ [ -n "$$(find /var/lib/apt/lists -name '*Packages*' -newermt '-7 days' 2>/dev/null | head -1)" ] || \
-	  DEBIAN_FRONTEND=noninteractive apt-get update -qq; } && \
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing
+	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 update -qq; } && \
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends $$missing
 
 # ---- tests ---------------------------------------------------------------
 check: deps
@@ -156,19 +190,35 @@ demo: deps
 	$(Q)AGG_BUILD=$(CURDIR)/build sh demo/run.sh
 
 # ---- install -------------------------------------------------------------
-install: $(TOOLS)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
-		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(COMPDIR)
+install: $(TOOLS) $(SO_LIB) build/agg.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(COMPDIR) \
+		$(DESTDIR)$(INCLUDEDIR)/agg $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 0644 lib/api/agg/agg.h $(DESTDIR)$(INCLUDEDIR)/agg/
+	install -m 0755 $(SO_LIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(SO_LIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libagg.so
+	install -m 0644 build/agg.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	if [ -d python/agg ]; then install -d $(DESTDIR)$(PYTHONDIR)/agg && \
+		install -m 0644 python/agg/*.py $(DESTDIR)$(PYTHONDIR)/agg/; fi
 	for m in $(MAN_PAGES); do \
 		install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/; done
+	for f in $(MAN3_LINKS); do \
+		echo .so man3/libagg.3 >$(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	for c in $(COMPLETIONS); do \
 		n=$${c##*/}; install -m 0644 $$c $(DESTDIR)$(COMPDIR)/$${n%.bash}; done
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
+	rm -f $(DESTDIR)$(INCLUDEDIR)/agg/agg.h $(DESTDIR)$(LIBDIR)/$(notdir $(SO_LIB)) \
+		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libagg.so \
+		$(DESTDIR)$(PKGCONFIGDIR)/agg.pc
+	rm -rf $(DESTDIR)$(PYTHONDIR)/agg
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/agg 2>/dev/null
 	for m in $(notdir $(MAN_PAGES)); do \
 		rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$$m; done
+	for f in $(MAN3_LINKS); do rm -f $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	for c in $(notdir $(COMPLETIONS)); do \
 		rm -f $(DESTDIR)$(COMPDIR)/$${c%.bash}; done
 

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * libagg: allreduce through a loaded agg job, in-process (man 3 libagg).
+ *
+ *	#include <agg/agg.h>		cc prog.c $(pkg-config --cflags --libs agg)
+ *
+ * A job is planned and loaded with the tools (agg-plan hosts | agg-load);
+ * a training process on each worker host opens its node and allreduces
+ * buffers through the XDP data plane.  Every function returns 0 or a
+ * negative errno; agg_errmsg() then says what went wrong in one line.
+ */
+#ifndef AGG_AGG_H
+#define AGG_AGG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AGG_API_VERSION	1
+
+/* Element types of a buffer. */
+enum agg_dtype {
+	AGG_FLOAT32 = 0,
+	AGG_FLOAT16 = 1,	/* IEEE 754 binary16 */
+	AGG_BFLOAT16 = 2,	/* the high half of a float32 */
+};
+
+/* Reductions. */
+enum agg_reduce {
+	AGG_REDUCE_SUM = 0,
+	AGG_REDUCE_MAX = 1,
+	AGG_REDUCE_MIN = 2,
+};
+
+/* How to open; zero (or NULL) fields take the defaults of the tools. */
+struct agg_opts {
+	size_t sz;		/* sizeof(struct agg_opts) */
+	const char *pin_dir;	/* NULL: $AGG_PIN_DIR, else /sys/fs/bpf/agg */
+	const char *job;	/* NULL: the only job loaded */
+	const char *node;	/* NULL: the node whose address is on this host */
+	unsigned flags;		/* AGG_OPEN_* */
+	unsigned run;		/* with AGG_OPEN_RUN: this run (0 to 65535); without:
+				 * $AGG_RUN (else 0) + $TORCHELASTIC_RESTART_COUNT */
+	double timeout;		/* seconds without progress before a call fails;
+				 * 0: 30 */
+};
+#define AGG_OPEN_RUN	0x1u	/* opts.run says the run */
+
+struct agg;		/* an opened node */
+struct agg_req;		/* an allreduce started, not yet waited for */
+
+/*
+ * Open this host's node of a loaded job.  Every worker of the job opens
+ * with the same run; each allreduce then takes the next iteration of the
+ * run, so the workers must make the same calls in the same order (as with
+ * any collective).  A job whose workers all restart opens with a newer run
+ * (torchrun's restart count does it) and supersedes the old run's state
+ * without a reload.  0 and *out, or -errno: -ENOENT (nothing loaded that
+ * matches), -EINVAL (a bad option, or the node is a parameter server),
+ * -ESTALE (the node has seen a newer run), -EADDRINUSE (an agg-recv or
+ * another process uses the node), others for system failures.
+ */
+int agg_open(struct agg **out, const struct agg_opts *opts);
+
+/*
+ * Close: the allreduce running ends (or times out), those started after it
+ * are cancelled, and every request not waited for is freed.  NULL is a
+ * no-op.
+ */
+void agg_close(struct agg *a);
+
+/*
+ * Sum (max, min) count elements of buf across every worker, in place.
+ * count may be anything from 0 to agg_max_count(a); timeout <= 0 takes the
+ * one agg_open was given.  On error buf is unchanged and the result of
+ * this iteration is lost on this worker (the others may have it): -EINVAL
+ * (bad arguments), -ETIMEDOUT (nothing moved for timeout seconds; the
+ * message names the missing segments and who holds them up), -ESTALE (a
+ * newer run took the node over; buf may then be partly overwritten),
+ * -EALREADY (another process sent this iteration of the run), -ECANCELED
+ * (agg_close came first), others for system failures.  NaN and Inf
+ * anywhere give NaN in the result at that element.
+ */
+int agg_allreduce(struct agg *a, void *buf, size_t count, enum agg_dtype dtype,
+		  enum agg_reduce op, double timeout);
+
+/*
+ * The same, started: returns at once with *req, and the allreduce runs in
+ * the handle's own thread, after those started before it.  buf must stay
+ * untouched until agg_wait returns.  Several may be in flight.
+ */
+int agg_allreduce_start(struct agg *a, void *buf, size_t count, enum agg_dtype dtype,
+			enum agg_reduce op, double timeout, struct agg_req **req);
+
+/* 1 when req has ended (agg_wait will not block), 0 while it runs. */
+int agg_test(struct agg_req *req);
+
+/* Wait for req to end and free it: what agg_allreduce would return. */
+int agg_wait(struct agg_req *req);
+
+/* The largest count: the plan's size in float32 values. */
+size_t agg_max_count(const struct agg *a);
+/* This worker's index among the plan's workers (0 ..), and their number. */
+int agg_rank(const struct agg *a);
+int agg_world_size(const struct agg *a);
+/* The node's name in the plan, and the run the handle uses. */
+const char *agg_node_name(const struct agg *a);
+unsigned agg_run(const struct agg *a);
+
+/*
+ * The calling thread's message for its last failed call ("" when none):
+ * one line, valid until its next call into libagg.
+ */
+const char *agg_errmsg(void);
+
+/* The library's version, "0.1.0". */
+const char *agg_version(void);
+
+/*
+ * Thread safety: a handle may be used from several threads; allreduces run
+ * one at a time, in the order they were started.  agg_close must not race
+ * other calls on the same handle.
+ */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
