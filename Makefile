@@ -50,7 +50,7 @@ endif
 .SUFFIXES:
 
 LIB_SRC    := $(sort $(wildcard lib/*.c))
-LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o)
+LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o) build/lib/api/libagg.o
 CMD_SRC    := $(sort $(wildcard cmd/agg-*.c))
 TOOLS      := $(CMD_SRC:cmd/%.c=build/%)
 BPF_SRC    := $(sort $(wildcard bpf/*.bpf.c))

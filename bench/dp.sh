@@ -30,11 +30,6 @@ AR_SEG=${BENCH_SEGMENT:-16368}
 AR_SLOTS=${BENCH_SLOTS:-}	# default: agg-plan's
 ITERS=${BENCH_ITERS:-3}
 
-med() { sort -n "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-cpu_busy() {	# jiffies the machine spent not idle
-	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat
-}
-hz=$(getconf CLK_TCK)
 
 # ---- 1. aggregation rate -------------------------------------------------
 cat >"$tmp/rate.txt" <<'EOF_HOSTS'

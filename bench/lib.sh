@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # Sourced by the benchmarks: $B (the build), $tmp (removed on exit), now(),
-# and AGG_SECRET_FILE for agg-plan's job tokens (unless already set).
+# med FILE (the median of its numbers), cpu_busy (jiffies the machine was
+# not idle; $hz a second), and AGG_SECRET_FILE for agg-plan's job tokens (unless already set).
 set -eu
 B=${AGG_BUILD:-$here/../build}
 tmp=$(mktemp -d)
@@ -11,3 +12,8 @@ if [ -z "${AGG_SECRET_FILE:-}" ]; then
 	export AGG_SECRET_FILE
 fi
 now() { date +%s.%N; }
+med() { sort -n "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+cpu_busy() {	# jiffies the machine spent not idle
+	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat
+}
+hz=$(getconf CLK_TCK)
