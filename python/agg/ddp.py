@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""PyTorch DDP through agg: a communication hook that allreduces gradient
+buckets in the XDP data plane instead of the process group.
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import agg.ddp
+
+    dist.init_process_group("gloo")         # DDP still needs a group (setup)
+    model = DDP(net)
+    state = agg.ddp.from_env()              # torchrun's environment
+    model.register_comm_hook(state, agg.ddp.allreduce_hook)
+
+Every rank runs on a worker of a loaded agg job (one rank a node); the
+hook's allreduces are the job's iterations, so every rank must register it
+(DDP calls hooks for the same buckets in the same order on every rank).
+A restart under torchrun opens a newer run by itself ($AGG_RUN +
+$TORCHELASTIC_RESTART_COUNT), so the job needs no reload.
+"""
+import os
+import queue
+import threading
+
+import torch
+
+import agg
+
+__all__ = ["AggState", "allreduce_hook", "from_env"]
+
+
+class AggState:
+    """What allreduce_hook needs: an open agg.Agg, the divisor (the number
+    of ranks: DDP wants the mean) and, unless sync, a waiter thread that
+    completes the hook's futures in the order the buckets were started.
+
+    sync=True waits inside the hook instead (the bucket's allreduce then no
+    longer overlaps the rest of the backward pass)."""
+
+    def __init__(self, handle, world_size=None, sync=False):
+        self.agg = handle
+        self.world_size = world_size or handle.world_size
+        self.sync = sync
+        self.max_count = handle.max_count
+        self.buckets = 0	# hook calls, and allreduces (chunks) started
+        self.chunks = 0
+        self._q = None
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def _waiter(self):
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            reqs, buf, fut = item
+            try:
+                for r in reqs:
+                    r.wait()
+                buf.div_(self.world_size)
+            except BaseException as e:	# the future carries it to backward()
+                for r in reqs:
+                    try:
+                        r.wait()	# the buffer is free only once all end
+                    except agg.AggError:
+                        pass
+                fut.set_exception(e)
+            else:
+                fut.set_result(buf)
+
+    def _submit(self, item):
+        with self._lock:
+            if self._thread is None:
+                self._q = queue.Queue()
+                self._thread = threading.Thread(target=self._waiter, name="agg-ddp-waiter",
+                                                daemon=True)
+                self._thread.start()
+        self._q.put(item)
+
+    def close(self):
+        """Stop the waiter thread (after the buckets queued) and close the handle."""
+        with self._lock:
+            t, self._thread = self._thread, None
+        if t is not None:
+            self._q.put(None)
+            t.join()
+        self.agg.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # DDP pickles the state with the model in some paths; a handle cannot be
+    def __getstate__(self):
+        raise TypeError("agg.ddp.AggState holds an open agg handle: it cannot be pickled")
+
+
+def _state(state):
+    if isinstance(state, AggState):
+        return state
+    if isinstance(state, agg.Agg):
+        # a bare handle: one state per handle, kept on it
+        st = getattr(state, "_ddp_state", None)
+        if st is None:
+            st = state._ddp_state = AggState(state)
+        return st
+    raise TypeError("agg.ddp.allreduce_hook: state must be an agg.Agg or an AggState, not %s"
+                    % type(state).__name__)
+
+
+def allreduce_hook(state, bucket):
+    """DDP communication hook: the mean of the bucket's gradients over every
+    rank through agg.  A bucket larger than the plan's size goes as several
+    allreduces of at most max_count values each."""
+    st = _state(state)
+    buf = bucket.buffer()
+    flat = buf.view(-1)
+    n = flat.numel()
+    step = st.max_count
+    if step <= 0:
+        raise agg.AggError(22, "agg.ddp: the plan's size is 0 values")
+    fut = torch.futures.Future()
+    st.buckets += 1
+    if st.sync:
+        for lo in range(0, n, step):
+            st.agg.allreduce(flat[lo:lo + step])
+            st.chunks += 1
+        buf.div_(st.world_size)
+        fut.set_result(buf)
+        return fut
+    reqs = []
+    try:
+        for lo in range(0, n, step):
+            reqs.append(st.agg.allreduce_start(flat[lo:lo + step]))
+            st.chunks += 1
+    except BaseException:
+        for r in reqs:
+            try:
+                r.wait()
+            except agg.AggError:
+                pass
+        raise
+    st._submit((reqs, buf, fut))
+    return fut
+
+
+def from_env(sync=False, **kw):
+    """An AggState for a rank started by torchrun (or with its variables):
+    opens this host's node (keywords as agg.Agg's; AGG_JOB, AGG_NODE and
+    AGG_TIMEOUT fill job, node and timeout when not given; pin_dir and the
+    run come from AGG_PIN_DIR, AGG_RUN and TORCHELASTIC_RESTART_COUNT in
+    libagg) and checks that the job has WORLD_SIZE workers."""
+    for key, var in (("job", "AGG_JOB"), ("node", "AGG_NODE"), ("timeout", "AGG_TIMEOUT")):
+        if kw.get(key) is None and os.environ.get(var):
+            kw[key] = float(os.environ[var]) if key == "timeout" else os.environ[var]
+    handle = agg.Agg(**kw)
+    ws = os.environ.get("WORLD_SIZE")
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        ws = torch.distributed.get_world_size()
+    if ws is not None and int(ws) != handle.world_size:
+        n = handle.world_size
+        handle.close()
+        raise agg.AggError(22, "agg.ddp: the job has %d workers, the training %s ranks: "
+                           "plan one worker for each rank" % (n, ws))
+    return AggState(handle, sync=sync)
