@@ -29,11 +29,14 @@ ARCH_INC   ?= /usr/include/$(shell $(CC) -print-multiarch 2>/dev/null || echo x8
 CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wshadow \
               -Wstrict-prototypes -Wmissing-prototypes -fno-common
-CPPFLAGS   += -Ilib -Ilib/api -Ibpf -Ibuild -D_GNU_SOURCE \
+CPPFLAGS   += $(LAYERS:%=-Ilib/%) -Ilib/api -Ibpf -Ibuild -D_GNU_SOURCE \
               -DAGG_VERSION='"$(VERSION)"' \
               -DAGG_PIN_DIR='"$(AGG_PIN_DIR)"' \
               -DAGG_CACHE_DIR='"$(AGG_CACHE_DIR)"' \
               -DAGG_SECRET_FILE='"$(AGG_SECRET_FILE)"'
+# What each layer's code needs besides libc (see "lib/: layers" below).
+LIBS_BASE  := -lm
+LIBS_DP    := -lbpf -lelf -lz -lm -lpthread
 LDLIBS     += -lbpf -lelf -lz -lpcap -lnuma -lm -lpthread
 BPF_CFLAGS ?= -O2 -g -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -I$(ARCH_INC) -Ibpf
 
@@ -49,7 +52,20 @@ endif
 .DELETE_ON_ERROR:
 .SUFFIXES:
 
-LIB_SRC    := $(sort $(wildcard lib/*.c))
+# lib/: layers, each a static library, lowest first; a layer uses only
+# those before it, and the linker checks it: every tool links only the
+# layers it needs, with only their system libraries (agg-plan and agg-hot
+# without libbpf or libpcap), and libagg.so without libpcap.
+#   util  logging, options, text, JSON, randomness, SipHash
+#   plan  hosts files, plans, trees, the site secret
+#   ops   block floating point, gradient files
+#   hot   the sparse path's hot-set tools
+#   dp    the data plane: loading, the node, sending, receiving, probes,
+#         counters, live and captured checks (libbpf; checkpcap: libpcap)
+#   api   the public C API (agg/agg.h) of libagg.so
+LAYERS     := util plan ops hot dp
+LAYER_LIBS  = $(foreach l,$(1),build/libagg-$(l).a)
+LIB_SRC    := $(sort $(foreach l,$(LAYERS),$(wildcard lib/$(l)/*.c)))
 LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o) build/lib/api/libagg.o
 CMD_SRC    := $(sort $(wildcard cmd/agg-*.c))
 TOOLS      := $(CMD_SRC:cmd/%.c=build/%)
@@ -77,7 +93,7 @@ all: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS) $(TEST_BIN) $(BENCH_BIN) build/libagg.so bu
 # relink every tool under the tests running them).
 .SECONDARY: $(BPF_OBJ) $(BPF_SKEL) $(TOOLS:%=%.o)
 
-build build/lib build/lib/api build/t build/fuzz build/bench:
+build build/t build/fuzz build/bench $(LAYERS:%=build/lib/%) build/lib/api:
 	$(Q)mkdir -p $@
 
 # BPF objects -> skeletons; every C file may include any skeleton.
@@ -90,18 +106,26 @@ build/%.skel.h: build/%.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*) > $@
 
 # -fPIC: libagg.so is made of the same objects as libagg.a.
-build/lib/%.o: lib/%.c $(BPF_SKEL) | build/lib build/lib/api
+build/lib/%.o: lib/%.c $(BPF_SKEL) | $(LAYERS:%=build/lib/%) build/lib/api
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
-# libagg.so: the public API (lib/api) over libagg.a, whose objects the
+define LAYER_RULE
+build/libagg-$(1).a: $(patsubst lib/%.c,build/lib/%.o,$(wildcard lib/$(1)/*.c))
+	$$(call msg,AR,$$@)
+	$$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+endef
+$(foreach l,$(LAYERS),$(eval $(call LAYER_RULE,$(l))))
+
+# libagg.so: the public API (lib/api) over the layers, whose objects the
 # linker takes as needed; only agg/agg.h's symbols are exported, versioned
 # (lib/api/libagg.map).
-$(SO_LIB): build/lib/api/libagg.o build/libagg.a lib/api/libagg.map
+DP_LIBS    := $(call LAYER_LIBS,dp ops plan util)
+$(SO_LIB): build/lib/api/libagg.o $(DP_LIBS) lib/api/libagg.map
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
 		-Wl,--version-script=lib/api/libagg.map -Wl,--no-undefined -Wl,--as-needed \
-		-o $@ build/lib/api/libagg.o build/libagg.a $(LDLIBS)
+		-o $@ build/lib/api/libagg.o $(DP_LIBS) $(LIBS_DP)
 
 build/$(SONAME): $(SO_LIB)
 	$(Q)ln -sf $(notdir $<) $@
@@ -109,17 +133,19 @@ build/$(SONAME): $(SO_LIB)
 build/libagg.so: build/$(SONAME)
 	$(Q)ln -sf $(SONAME) $@
 
-# agg.pc for the build tree's users is the installed one's, with
-# PREFIX's paths; `make install` writes it again for its own.
+# agg.pc: build/agg.pc points into the build tree (PKG_CONFIG_PATH=build
+# builds against it); `make install` writes its own with the install's paths.
+AGG_PC = sed -e 's|@PREFIX@|$(1)|' -e 's|@INCLUDEDIR@|$(2)|' -e 's|@LIBDIR@|$(3)|' \
+	-e 's|@VERSION@|$(VERSION)|' lib/api/agg.pc.in
 build/agg.pc: lib/api/agg.pc.in Makefile | build
-	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-		-e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' $< >$@
+	$(Q)$(call AGG_PC,$(CURDIR),$(CURDIR)/lib/api,$(CURDIR)/build) >$@
 
-# lib/quant.c's loops vectorize at -O3 (gcc's -O2 cost model leaves them
+# lib/ops/quant.c's loops vectorize at -O3 (gcc's -O2 cost model leaves them
 # scalar): 4-8x faster conversion of every gradient (make bench, quant).
 QUANT_CFLAGS ?= -O3
-build/lib/quant.o: CFLAGS += $(QUANT_CFLAGS)
+build/lib/ops/quant.o: CFLAGS += $(QUANT_CFLAGS)
 
+# Every layer and the API in one, for the unit tests and the benchmarks.
 build/libagg.a: $(LIB_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
@@ -128,9 +154,17 @@ build/%.o: cmd/%.c $(BPF_SKEL) | build
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-build/agg-%: build/agg-%.o build/libagg.a
+# Each tool with its layers and their system libraries only.
+TOOL_LIBS_plan := $(call LAYER_LIBS,plan util) $(LIBS_BASE)
+TOOL_LIBS_hot  := $(call LAYER_LIBS,hot plan util) $(LIBS_BASE)
+TOOL_LIBS_dp   := $(DP_LIBS) $(LIBS_DP)
+TOOL_LIBS_check := $(DP_LIBS) -lpcap $(LIBS_DP)
+TOOL_LIBS_agg-plan  = $(TOOL_LIBS_plan)
+TOOL_LIBS_agg-hot   = $(TOOL_LIBS_hot)
+TOOL_LIBS_agg-check = $(TOOL_LIBS_check)
+build/agg-%: build/agg-%.o $(call LAYER_LIBS,$(LAYERS))
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(or $(TOOL_LIBS_agg-$*),$(TOOL_LIBS_dp))
 
 build/t/%: t/unit/%.c build/libagg.a | build/t
 	$(call msg,CC,$@)
@@ -140,7 +174,7 @@ build/bench/%: bench/%.c build/libagg.a | build/bench
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< build/libagg.a $(LDLIBS)
 
--include $(wildcard build/*.d build/lib/*.d build/lib/api/*.d build/t/*.d build/bench/*.d)
+-include $(wildcard build/*.d build/lib/*/*.d build/t/*.d build/bench/*.d)
 
 # ---- dependencies ------------------------------------------------------
 # Debian packages needed to build and test; only the missing ones are
@@ -176,10 +210,12 @@ fuzz: $(FUZZ_SRC:t/fuzz/%.c=build/fuzz/%)
 		    -artifact_prefix=build/fuzz/ \
 		    build/fuzz/corpus-$${f##*/} t/fuzz/seeds || exit 1; done
 
-build/fuzz/%: t/fuzz/%.c $(LIB_SRC) | build/fuzz
+# The parsers' layers only, without libbpf or libpcap.
+FUZZ_LIB_SRC := $(sort $(wildcard lib/util/*.c lib/plan/*.c lib/hot/*.c))
+build/fuzz/%: t/fuzz/%.c $(FUZZ_LIB_SRC) | build/fuzz
 	$(call msg,FUZZ-CC,$@)
 	$(Q)$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined \
-		-o $@ $< $(LIB_SRC) $(LDLIBS)
+		-o $@ $< $(FUZZ_LIB_SRC) $(LIBS_BASE)
 
 bench: deps
 	$(Q)$(MAKE) all
@@ -190,7 +226,7 @@ demo: deps
 	$(Q)AGG_BUILD=$(CURDIR)/build sh demo/run.sh
 
 # ---- install -------------------------------------------------------------
-install: $(TOOLS) $(SO_LIB) build/agg.pc
+install: $(TOOLS) $(SO_LIB)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
 		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(COMPDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/agg $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
@@ -199,7 +235,7 @@ install: $(TOOLS) $(SO_LIB) build/agg.pc
 	install -m 0755 $(SO_LIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(SO_LIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libagg.so
-	install -m 0644 build/agg.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	$(call AGG_PC,$(PREFIX),$(INCLUDEDIR),$(LIBDIR)) >$(DESTDIR)$(PKGCONFIGDIR)/agg.pc
 	if [ -d python/agg ]; then install -d $(DESTDIR)$(PYTHONDIR)/agg && \
 		install -m 0644 python/agg/*.py $(DESTDIR)$(PYTHONDIR)/agg/; fi
 	for m in $(MAN_PAGES); do \

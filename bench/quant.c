@@ -4,7 +4,7 @@
  * values (default 25M, a 100 MB gradient) in segments of SEG (default
  * 2048), as the tools call it: the exponent of every segment, each segment
  * quantized into one reused frame buffer, each dequantized into one
- * reused 256 KiB chunk.  The baseline is the scalar code lib/quant.c had
+ * reused 256 KiB chunk.  The baseline is the scalar code lib/ops/quant.c had
  * before (t/lib/quant-ref.h), timed in the same run; each implementation
  * this CPU runs is checked bit for bit against it and timed (best of
  * REPS runs).

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-only
-# Number conversion (lib/quant.c) on a 100 MB gradient, against the scalar
+# Number conversion (lib/ops/quant.c) on a 100 MB gradient, against the scalar
 # code it replaced, in the same run: see bench/quant.c.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The agg wire format and the layout of the pinned maps, shared by the
- * XDP/TC programs (bpf/agg.bpf.c) and the tools (lib/dp.c).  man 7 agg-wire
+ * XDP/TC programs (bpf/agg.bpf.c) and the tools (lib/dp/dp.c).  man 7 agg-wire
  * documents all of it; keep the two in step.
  *
  * Every multi-byte field is little-endian: the header and the values.

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "dp.h"
 #include "json.h"
 #include "log.h"
 #include "opts.h"
@@ -741,6 +742,7 @@ int main(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return AGG_EXIT_USAGE;
 	agg_opts_done(argv[0]);
+	agg_log_libbpf();
 	agg_print_start(agg_common.json, agg_common.pretty);
 	if (env.mode == MODE_PLAN)
 		rc = run_plan();

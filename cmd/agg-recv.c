@@ -177,6 +177,7 @@ int main(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return AGG_EXIT_USAGE;
 	agg_opts_done(argv[0]);
+	agg_log_libbpf();
 	agg_print_start(agg_common.json, agg_common.pretty);
 	if (!env.has_run && agg_run_default(&env.run))
 		return AGG_EXIT_USAGE;

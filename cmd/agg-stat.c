@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dp.h"
 #include "json.h"
 #include "log.h"
 #include "opts.h"
@@ -648,6 +649,7 @@ int main(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return AGG_EXIT_USAGE;
 	agg_opts_done(argv[0]);
+	agg_log_libbpf();
 	agg_print_start(agg_common.json, agg_common.pretty);
 	rc = open_nodes();
 	if (nnodes) {

@@ -9,21 +9,21 @@ command -v make >/dev/null && command -v pkg-config >/dev/null ||
 	skip_all "no make or pkg-config"
 
 test_expect_success 'install: header, versioned .so, agg.pc, man 3' '
-	make -s -C "$AGG_SRC" install DESTDIR="$PWD/root" PREFIX=/usr >out 2>&1 &&
-	test -f root/usr/include/agg/agg.h &&
-	test -f root/usr/lib/libagg.so.1.0.0 &&
-	test "$(readlink root/usr/lib/libagg.so.1)" = libagg.so.1.0.0 &&
-	test "$(readlink root/usr/lib/libagg.so)" = libagg.so.1 &&
-	test -f root/usr/lib/pkgconfig/agg.pc &&
-	test -f root/usr/share/man/man3/libagg.3 &&
-	objdump -p root/usr/lib/libagg.so.1.0.0 | grep -q "SONAME *libagg.so.1$"
+	make -s -C "$AGG_SRC" install DESTDIR="$PWD/root" PREFIX=/opt/agg >out 2>&1 &&
+	test -f root/opt/agg/include/agg/agg.h &&
+	test -f root/opt/agg/lib/libagg.so.1.0.0 &&
+	test "$(readlink root/opt/agg/lib/libagg.so.1)" = libagg.so.1.0.0 &&
+	test "$(readlink root/opt/agg/lib/libagg.so)" = libagg.so.1 &&
+	test -f root/opt/agg/lib/pkgconfig/agg.pc &&
+	test -f root/opt/agg/share/man/man3/libagg.3 &&
+	objdump -p root/opt/agg/lib/libagg.so.1.0.0 | grep -q "SONAME *libagg.so.1$"
 '
 
 test_expect_success 'the .so exports the API only, versioned AGG_1.0' '
-	nm -D --defined-only root/usr/lib/libagg.so.1 | awk "\$2 == \"T\" { print \$3 }" |
+	nm -D --defined-only root/opt/agg/lib/libagg.so.1 | awk "\$2 == \"T\" { print \$3 }" |
 		sort >exported &&
 	sed -n "s/^\([a-z_]*\)(.*/\1/p; s/^[a-z].* \**\(agg_[a-z_]*\)(.*/\1/p" \
-		root/usr/include/agg/agg.h | sort -u >declared &&
+		root/opt/agg/include/agg/agg.h | sort -u >declared &&
 	sed "s/@@AGG_1.0$//" exported >names &&
 	test_cmp declared names &&
 	! grep -v "@@AGG_1.0$" exported
@@ -31,18 +31,18 @@ test_expect_success 'the .so exports the API only, versioned AGG_1.0' '
 
 # pkg-config of the installed tree, as a user's build would use it
 pc() {
-	PKG_CONFIG_SYSROOT_DIR=$PWD/root PKG_CONFIG_LIBDIR=$PWD/root/usr/lib/pkgconfig \
+	PKG_CONFIG_SYSROOT_DIR=$PWD/root PKG_CONFIG_LIBDIR=$PWD/root/opt/agg/lib/pkgconfig \
 		pkg-config "$@"
 }
 
 test_expect_success 'a program builds against it through pkg-config' '
 	pc --modversion agg >v && test "$(cat v)" = "$(sed -n "s/^VERSION *:= *//p" "$AGG_SRC/Makefile")" &&
 	cc -Wall -Werror -o allreduce "$AGG_SRC/demo/allreduce.c" $(pc --cflags --libs agg) &&
-	LD_LIBRARY_PATH=$PWD/root/usr/lib ldd ./allreduce | grep -q "libagg.so.1 => $PWD/root/usr/lib/"
+	LD_LIBRARY_PATH=$PWD/root/opt/agg/lib ldd ./allreduce | grep -q "libagg.so.1 => $PWD/root/opt/agg/lib/"
 '
 
 test_expect_success 'without a loaded job it says so and fails' '
-	AGG_PIN_DIR=/sys/fs/bpf/aggt-none-$$ LD_LIBRARY_PATH=$PWD/root/usr/lib \
+	AGG_PIN_DIR=/sys/fs/bpf/aggt-none-$$ LD_LIBRARY_PATH=$PWD/root/opt/agg/lib \
 		./allreduce >out 2>err && return 1
 	cat err &&
 	grep "^allreduce: " err && test $(wc -l <err) = 1
@@ -69,7 +69,7 @@ test_expect_success 'setup: 3 workers, a plan of 20000 values loaded' '
 on_all() {
 	o=$1 && r=$2 && shift 2 && pids= &&
 	for w in w1 w2 w3; do
-		{ vcluster_run $w env LD_LIBRARY_PATH=$PWD/root/usr/lib \
+		{ vcluster_run $w env LD_LIBRARY_PATH=$PWD/root/opt/agg/lib \
 			TORCHELASTIC_RESTART_COUNT=$r ./allreduce "$@" \
 			>$o.$w 2>err.$o.$w; echo $? >rc.$o.$w; } &
 		pids="$pids $!"
@@ -99,14 +99,14 @@ test_expect_success 'short and odd counts through the same plan' '
 '
 
 test_expect_success 'more than the plan takes: -EINVAL, one line naming the limit' '
-	TORCHELASTIC_RESTART_COUNT=2 vcluster_run w1 env LD_LIBRARY_PATH=$PWD/root/usr/lib \
+	TORCHELASTIC_RESTART_COUNT=2 vcluster_run w1 env LD_LIBRARY_PATH=$PWD/root/opt/agg/lib \
 		./allreduce $((N + 1)) >big 2>err.big && return 1
 	cat err.big &&
 	grep "$((N + 1)) values: the plan of job [0-9]* takes at most $N" err.big
 '
 
 test_expect_success 'a run used already is refused at open; the restarted job (a newer run) goes on without agg-load' '
-	TORCHELASTIC_RESTART_COUNT=1 vcluster_run w1 env LD_LIBRARY_PATH=$PWD/root/usr/lib \
+	TORCHELASTIC_RESTART_COUNT=1 vcluster_run w1 env LD_LIBRARY_PATH=$PWD/root/opt/agg/lib \
 		./allreduce 100 >again 2>err.again && return 1
 	cat err.again &&
 	grep "run 1 has sent iterations on node w1 already" err.again &&
@@ -118,7 +118,7 @@ test_expect_success 'a run used already is refused at open; the restarted job (a
 '
 
 test_expect_success 'an older run is refused: the node has seen a newer one' '
-	AGG_RUN=1 vcluster_run w2 env LD_LIBRARY_PATH=$PWD/root/usr/lib \
+	AGG_RUN=1 vcluster_run w2 env LD_LIBRARY_PATH=$PWD/root/opt/agg/lib \
 		./allreduce 100 >old 2>err.old && return 1
 	cat err.old &&
 	grep "run 1 is over on node w2: it has seen run 3" err.old
@@ -131,7 +131,7 @@ test_expect_success 'the node is the process'"'"'s: a second open is refused whi
 	k=0 && until vcluster_run w3 ss -Hlun | grep -q "10.90.0.3:$(( $(dp_plan_field port) + 1 ))"; do
 		k=$((k + 1)) && test $k -lt 300 && kill -0 $recv || return 1; sleep 0.1
 	done &&
-	AGG_RUN=4 vcluster_run w3 env LD_LIBRARY_PATH=$PWD/root/usr/lib \
+	AGG_RUN=4 vcluster_run w3 env LD_LIBRARY_PATH=$PWD/root/opt/agg/lib \
 		./allreduce 100 >busy 2>err.busy && return 1
 	cat err.busy &&
 	grep "an agg-recv, or another process that opened the node, uses it" err.busy

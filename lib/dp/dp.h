@@ -32,6 +32,10 @@ struct agg_layout {
 	int shift;		/* S of the quantization */
 };
 
+/* libbpf's messages through the tools' log: -v its warnings, -vv all
+ * (after agg_opts_done; a data-plane tool's first call). */
+void agg_log_libbpf(void);
+
 /* Fill l from p; -EINVAL with why set when the data plane cannot run it. */
 int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 		  char *why, size_t whylen);

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <stdio.h>
 #include <string.h>
-#include <bpf/libbpf.h>
 
 #include "log.h"
 
@@ -48,19 +47,3 @@ DEFINE_LOG(agg_err, -1)
 DEFINE_LOG(agg_warn, 0)
 DEFINE_LOG(agg_info, 1)
 DEFINE_LOG(agg_dbg, 2)
-
-static int libbpf_print(enum libbpf_print_level level, const char *fmt,
-			va_list ap)
-{
-	if (log_level < 2 && level != LIBBPF_WARN)
-		return 0;
-	if (log_level < 1)
-		return 0;
-	fprintf(stderr, "%s: libbpf: ", log_prog);
-	return vfprintf(stderr, fmt, ap);
-}
-
-void agg_log_libbpf(void)
-{
-	libbpf_set_print(libbpf_print);
-}

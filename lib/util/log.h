@@ -17,7 +17,5 @@ void agg_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void agg_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void agg_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* libbpf's print callback: quiet unless -vv. */
-void agg_log_libbpf(void);
 
 #endif

@@ -117,7 +117,6 @@ void agg_opts_setup(const char *prog)
 void agg_opts_done(const char *prog)
 {
 	agg_log_init(prog, agg_common.verbose);
-	agg_log_libbpf();
 }
 
 static int bad_at(const char *s, const char *end, int *col, int err)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The scalar quantization lib/quant.c had before it was vectorized, kept
+ * The scalar quantization lib/ops/quant.c had before it was vectorized, kept
  * as the reference its results must equal bit for bit (t/unit/quant.c)
  * and as the baseline of bench/quant.c.  Do not "improve" it.
  */

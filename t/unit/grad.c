@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* Unit tests of lib/grad.c: gradient files in and out. */
+/* Unit tests of lib/ops/grad.c: gradient files in and out. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

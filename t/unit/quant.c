@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* Unit tests of lib/quant.c and the segment layout (lib/dp.c). */
+/* Unit tests of lib/ops/quant.c and the segment layout (lib/dp/dp.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>

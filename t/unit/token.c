@@ -28,7 +28,7 @@ static const char *base =
 /*
  * Values of the documented constructions computed apart from this code
  * (a few lines of Python from the SipHash paper), so that a change of
- * construction, not only a change of lib/siphash.c, fails here.
+ * construction, not only a change of lib/util/siphash.c, fails here.
  */
 #define BASE_WIRE	0x16ad7aefc4746952ULL
 #define BASE_KEYED	0x4c039854e8aa14e7ULL
