@@ -429,7 +429,7 @@ static int request(const struct agg_check_live *c, uint64_t ver, uint32_t *missi
 
 static int run_live(void)
 {
-	struct agg_check_live c = { .fd_slots = -1, .fd_trees = -1, .fd_progress = -1 };
+	struct agg_check_live c = { 0 };
 	struct live_result r = { 0 };
 	struct agg_node n;
 	uint32_t *missing = NULL, nm = 0;

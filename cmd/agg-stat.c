@@ -177,13 +177,13 @@ static void read_fail(const struct agg_stat_node *n, const char *what, int err)
 /* What the node does in the plan's trees: root, aggregator, leaf. */
 static void role_of(const struct agg_stat_node *n, char *buf, size_t len)
 {
-	const struct agg_plan *p = &n->plan;
+	const struct agg_plan *p = &n->node.plan;
 	bool root = false, agg = false, leaf = false;
 
 	for (int t = 0; t < p->ntrees; t++) {
-		int kids = agg_plan_children(p, t, n->self, NULL, 0);
+		int kids = agg_plan_children(p, t, n->node.self, NULL, 0);
 
-		if (p->tree[t].parent[n->self] < 0)
+		if (p->tree[t].parent[n->node.self] < 0)
 			root |= kids > 0;
 		else if (kids)
 			agg = true;
@@ -205,10 +205,10 @@ static void print_head(const struct agg_stat_node *n)
 	role_of(n, role, sizeof(role));
 	agg_print_uint("job", "# job %" PRIu64, n->ref.job);
 	agg_print_str("node", " node %s", n->ref.node);
-	agg_print_str("address", " %s", inet_ntoa(n->plan.node[n->self].addr));
+	agg_print_str("address", " %s", inet_ntoa(n->node.plan.node[n->node.self].addr));
 	agg_print_str("role", " %s", role);
 	agg_print_uint("cpus", ", %" PRIu64 " cpus", n->ncpu);
-	agg_print_uint("segment", ", segment %" PRIu64 " values\n", n->l.segment);
+	agg_print_uint("segment", ", segment %" PRIu64 " values\n", n->node.l.segment);
 }
 
 /* JSON Lines: every record gets a writer of its own, so no comma goes
@@ -488,7 +488,7 @@ static void print_names(const char *key, const struct agg_stat_node *n,
 
 static int print_slot_table(const struct agg_stat_node *n, uint32_t lo, uint32_t hi)
 {
-	struct agg_tree_info *ti = calloc(n->plan.ntrees, sizeof(*ti));
+	struct agg_tree_info *ti = calloc(n->node.plan.ntrees, sizeof(*ti));
 	int err = ti ? agg_stat_trees_read(n, ti) : -ENOMEM;
 	uint64_t unused = 0, shown = 0;
 
@@ -496,7 +496,7 @@ static int print_slot_table(const struct agg_stat_node *n, uint32_t lo, uint32_t
 		       "tree", "op", "state", "bitmap/expect", "in", "missing");
 
 	agg_print_arr_open("slots");
-	for (uint32_t i = 0; !err && i < n->l.nslots; i++) {
+	for (uint32_t i = 0; !err && i < n->node.l.nslots; i++) {
 		struct agg_stat_slot s;
 
 		err = agg_stat_slot_read(n, ti, i, &s);
@@ -542,7 +542,7 @@ static int print_results(const struct agg_stat_node *n, uint32_t lo, uint32_t hi
 	uint32_t first = lo;
 
 	agg_print_arr_open("results");
-	if (n->plan.node[n->self].role != AGG_ROLE_WORKER) {
+	if (n->node.plan.node[n->node.self].role != AGG_ROLE_WORKER) {
 		agg_print_text("# results: none (a parameter server stores no result)\n");
 		agg_print_arr_close();
 		return 0;
@@ -597,28 +597,28 @@ static int show_slots(void)
 		agg_print_arr_open(NULL);
 	for (int i = 0; i < nnodes; i++) {
 		const struct agg_stat_node *n = &nodes[i];
-		uint32_t lo = 0, hi = n->l.nsegs - 1;
+		uint32_t lo = 0, hi = n->node.l.nsegs - 1;
 		int err;
 
 		if (env.range) {
-			if (env.lo >= n->l.nsegs) {
+			if (env.lo >= n->node.l.nsegs) {
 				agg_err("--range %s: job %u node %s has wire segments 0-%u",
-					env.range_arg, n->ref.job, n->ref.node, n->l.nsegs - 1);
+					env.range_arg, n->ref.job, n->ref.node, n->node.l.nsegs - 1);
 				rc = AGG_EXIT_USAGE;
 				continue;
 			}
 			lo = env.lo;
-			hi = env.hi < n->l.nsegs ? env.hi : n->l.nsegs - 1;
+			hi = env.hi < n->node.l.nsegs ? env.hi : n->node.l.nsegs - 1;
 		}
 		if (i)
 			agg_print_text("\n");
 		agg_print_obj_open(NULL);
 		print_head(n);
-		agg_print_uint("nslots", "# %" PRIu64 " slots", n->l.nslots);
-		agg_print_uint("window", " (2 windows of %" PRIu64 ")", n->l.window);
-		agg_print_uint("trees", n->plan.ntrees == 1 ? ", %" PRIu64 " tree" :
-			       ", %" PRIu64 " trees", n->plan.ntrees);
-		agg_print_uint("nsegs", ", %" PRIu64 " wire segments", n->l.nsegs);
+		agg_print_uint("nslots", "# %" PRIu64 " slots", n->node.l.nslots);
+		agg_print_uint("window", " (2 windows of %" PRIu64 ")", n->node.l.window);
+		agg_print_uint("trees", n->node.plan.ntrees == 1 ? ", %" PRIu64 " tree" :
+			       ", %" PRIu64 " trees", n->node.plan.ntrees);
+		agg_print_uint("nsegs", ", %" PRIu64 " wire segments", n->node.l.nsegs);
 		agg_print_uint("first", ", showing %" PRIu64, lo);
 		agg_print_uint("last", "-%" PRIu64 "\n", hi);
 		err = print_slot_table(n, lo, hi);

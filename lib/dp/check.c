@@ -125,20 +125,6 @@ int agg_check_plan(const struct agg_plan *p, agg_plan_report_fn report, void *ct
 
 /* ---- a loaded node ----------------------------------------------------- */
 
-static int open_pin(const char *dir, const char *name, char *why, size_t whylen)
-{
-	char path[600];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = bpf_obj_get(path);
-	if (fd < 0) {
-		fd = -errno;
-		snprintf(why, whylen, "%s: %s", path, strerror(-fd));
-	}
-	return fd;
-}
-
 int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 			char *why, size_t whylen)
 {
@@ -147,18 +133,9 @@ int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 	int err;
 
 	memset(c, 0, sizeof(*c));
-	c->fd_slots = c->fd_trees = c->fd_progress = -1;
 	c->n = n;
-	if ((c->fd_slots = open_pin(n->dir, "slots", why, whylen)) < 0 ||
-	    (c->fd_trees = open_pin(n->dir, "trees", why, whylen)) < 0 ||
-	    (c->fd_progress = open_pin(n->dir, "progress", why, whylen)) < 0) {
-		err = c->fd_slots < 0 ? c->fd_slots : c->fd_trees < 0 ? c->fd_trees :
-		      c->fd_progress;
-		agg_check_live_close(c);
-		return err;
-	}
 	memset(&info, 0, sizeof(info));
-	if (bpf_obj_get_info_by_fd(c->fd_slots, &info, &il)) {
+	if (bpf_obj_get_info_by_fd(c->n->fd_slots, &info, &il)) {
 		err = -errno;
 		snprintf(why, whylen, "%s/slots: %s", n->dir, strerror(errno));
 		agg_check_live_close(c);
@@ -181,7 +158,7 @@ int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 		return -ENOMEM;
 	}
 	for (uint32_t t = 0; t < (uint32_t)n->plan.ntrees; t++) {
-		if (bpf_map_lookup_elem(c->fd_trees, &t, &c->ti[t])) {
+		if (bpf_map_lookup_elem(c->n->fd_trees, &t, &c->ti[t])) {
 			err = -errno;
 			snprintf(why, whylen, "%s/trees: %s", n->dir, strerror(errno));
 			agg_check_live_close(c);
@@ -196,7 +173,7 @@ int agg_check_live_open(struct agg_check_live *c, const struct agg_node *n,
 int agg_check_live_read(struct agg_check_live *c)
 {
 	for (uint32_t i = 0; i < c->n->l.nslots; i++) {
-		int err = agg_slot_read(c->fd_slots, &c->n->l, i, &c->slot[i]);
+		int err = agg_slot_read(c->n->fd_slots, &c->n->l, i, &c->slot[i]);
 
 		if (err)
 			return err;
@@ -206,16 +183,9 @@ int agg_check_live_read(struct agg_check_live *c)
 
 void agg_check_live_close(struct agg_check_live *c)
 {
-	if (c->fd_slots >= 0)
-		close(c->fd_slots);
-	if (c->fd_trees >= 0)
-		close(c->fd_trees);
-	if (c->fd_progress >= 0)
-		close(c->fd_progress);
 	free(c->ti);
 	free(c->slot);
 	memset(c, 0, sizeof(*c));
-	c->fd_slots = c->fd_trees = c->fd_progress = -1;
 }
 
 static bool is_worker(const struct agg_check_live *c)
@@ -300,7 +270,7 @@ int64_t agg_check_progress(const struct agg_check_live *c, uint64_t ver)
 	uint32_t k = (uint32_t)ver % AGG_PROGRESS_SLOTS;
 	struct agg_progress v;
 
-	if (bpf_map_lookup_elem(c->fd_progress, &k, &v) || v.ver != ver)
+	if (bpf_map_lookup_elem(c->n->fd_progress, &k, &v) || v.ver != ver)
 		return -1;
 	return (int64_t)v.count;
 }

@@ -55,7 +55,6 @@ enum agg_seg_state {
 
 struct agg_check_live {
 	const struct agg_node *n;
-	int fd_slots, fd_trees, fd_progress;
 	struct agg_tree_info *ti;	/* per tree, from the "trees" map */
 	struct agg_slot *slot;		/* headers of the pool (n->l.nslots), agg_check_live_read */
 };

@@ -498,27 +498,30 @@ int agg_node_locate(const char *pin_dir, const char *job, const char *node,
 	return 0;
 }
 
-int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
-		  const char *node, char *why, size_t whylen)
+static void node_reset(struct agg_node *n)
 {
-	const char *nodename;
+	memset(n, 0, sizeof(*n));
+	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock =
+		n->fd_progress = n->fd_slots = n->fd_trees = -1;
+}
+
+int agg_node_open_dir(struct agg_node *n, const char *dir, unsigned flags,
+		      char *why, size_t whylen)
+{
+	const char *nodename = strrchr(dir, '/');
 	char path[600], *text;
 	struct agg_diag d;
 	FILE *f;
 	int err;
 
-	memset(n, 0, sizeof(*n));
-	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock =
-		n->fd_progress = -1;
+	node_reset(n);
 	agg_plan_init(&n->plan);
-	err = agg_node_locate(pin_dir, job, node, n->dir, sizeof(n->dir), why, whylen);
-	if (err)
-		return err;
-	nodename = strrchr(n->dir, '/') + 1;
+	snprintf(n->dir, sizeof(n->dir), "%s", dir);
+	nodename = nodename ? nodename + 1 : dir;
 	text = agg_pin_plan_text(n->dir);
 	if (!text) {
-		snprintf(why, whylen, "%s: no plan pinned (a half-done agg-load? run it again)",
-			 n->dir);
+		snprintf(why, whylen, "%s: no plan pinned (a load in progress or half done? "
+			 "run agg-load again)", n->dir);
 		return -ENOENT;
 	}
 	f = fmemopen(text, strlen(text), "r");
@@ -527,15 +530,18 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 		fclose(f);
 	free(text);
 	if (err) {
-		snprintf(why, whylen, "%s: the stored plan does not read: %s", n->dir, d.msg);
+		snprintf(why, whylen, "%s: the stored plan does not read: %s", n->dir,
+			 f ? d.msg : strerror(ENOMEM));
 		return -EIO;
 	}
 	n->token = agg_wire_token(&n->plan);
 	n->self = agg_plan_find(&n->plan, nodename);
-	if (n->self < 0 || agg_layout_of(&n->plan, &n->l, why, whylen)) {
+	if (n->self < 0) {
 		snprintf(why, whylen, "%s: the stored plan has no node %s", n->dir, nodename);
 		return -EIO;
 	}
+	if (agg_layout_of(&n->plan, &n->l, why, whylen))
+		return -EIO;
 #define OPEN_PIN(fd, name) do { \
 		snprintf(path, sizeof(path), "%s/%s", n->dir, name); \
 		fd = bpf_obj_get(path); \
@@ -547,11 +553,15 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 	} while (0)
 	OPEN_PIN(n->fd_stats, "stats");
 	OPEN_PIN(n->fd_sent, "sent");
-	OPEN_PIN(n->fd_prog, "xdp_prog");
+	OPEN_PIN(n->fd_slots, "slots");
+	OPEN_PIN(n->fd_trees, "trees");
 	OPEN_PIN(n->fd_meta, "meta");
+	OPEN_PIN(n->fd_progress, "progress");
+	if (!(flags & AGG_NODE_IO))
+		return 0;
+	OPEN_PIN(n->fd_prog, "xdp_prog");
 	OPEN_PIN(n->fd_results, "results");
 	OPEN_PIN(n->fd_clock, "clock");
-	OPEN_PIN(n->fd_progress, "progress");
 #undef OPEN_PIN
 	n->meta = map_mmap(n->fd_meta, &n->meta_len, 0);
 	n->results = map_mmap(n->fd_results, &n->results_len, n->l.nexp);
@@ -569,32 +579,36 @@ int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 	return 0;
 }
 
+int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
+		  const char *node, char *why, size_t whylen)
+{
+	char dir[sizeof(n->dir)];
+	int err;
+
+	node_reset(n);
+	agg_plan_init(&n->plan);
+	err = agg_node_locate(pin_dir, job, node, dir, sizeof(dir), why, whylen);
+	if (err)
+		return err;
+	return agg_node_open_dir(n, dir, AGG_NODE_IO, why, whylen);
+}
+
 void agg_node_close(struct agg_node *n)
 {
+	int *fds[] = { &n->fd_results, &n->fd_meta, &n->fd_stats, &n->fd_sent, &n->fd_prog,
+		       &n->fd_clock, &n->fd_progress, &n->fd_slots, &n->fd_trees };
+
 	if (n->meta)
 		munmap((void *)n->meta, n->meta_len);
 	if (n->results)
 		munmap((void *)n->results, n->results_len);
 	if (n->clock)
 		munmap(n->clock, n->clock_len);
-	if (n->fd_clock >= 0)
-		close(n->fd_clock);
-	if (n->fd_progress >= 0)
-		close(n->fd_progress);
-	if (n->fd_results >= 0)
-		close(n->fd_results);
-	if (n->fd_meta >= 0)
-		close(n->fd_meta);
-	if (n->fd_stats >= 0)
-		close(n->fd_stats);
-	if (n->fd_sent >= 0)
-		close(n->fd_sent);
-	if (n->fd_prog >= 0)
-		close(n->fd_prog);
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (*fds[i] >= 0)
+			close(*fds[i]);
 	agg_plan_free(&n->plan);
-	memset(n, 0, sizeof(*n));
-	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock =
-		n->fd_progress = -1;
+	node_reset(n);
 }
 
 /* Is the result of wire segment s version ver (and not being rewritten)? */

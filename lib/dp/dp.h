@@ -95,6 +95,7 @@ struct agg_node {
 	int self;		/* node index */
 	char dir[512];		/* its pin directory */
 	int fd_results, fd_meta, fd_stats, fd_sent, fd_prog, fd_clock, fd_progress;
+	int fd_slots, fd_trees;
 	const int32_t *results;	/* mmap: the exponent segments' values (nexp x
 				 * segment); all nsegs after agg_node_map_results */
 	const struct agg_meta *meta; /* mmap: nsegs entries */
@@ -114,6 +115,18 @@ int agg_node_locate(const char *pin_dir, const char *job, const char *node,
 		    char *dir, size_t dirlen, char *why, size_t whylen);
 int agg_node_open(struct agg_node *n, const char *pin_dir, const char *job,
 		  const char *node, char *why, size_t whylen);
+/*
+ * Open the node pinned in dir (PIN_DIR/JOB/NODE): its plan, layout and
+ * counters, slots, trees, results' versions and progress (what agg-stat
+ * and agg-check read, from any namespace); with AGG_NODE_IO also its
+ * program, results, clock and interface, to send and receive (the node's
+ * own namespace: what agg_node_open opens).  0, or -errno with why set
+ * (-ENOENT: no plan pinned, a load that did not finish; -EIO: the stored
+ * plan does not read).  agg_node_close undoes a failed open too.
+ */
+#define AGG_NODE_IO	1u
+int agg_node_open_dir(struct agg_node *n, const char *dir, unsigned flags,
+		      char *why, size_t whylen);
 void agg_node_close(struct agg_node *n);
 /* Map all of the results (agg_node_open maps the exponents only); -errno. */
 int agg_node_map_results(struct agg_node *n);

@@ -41,20 +41,13 @@ static int probe_local(const struct walk *w, struct agg_probe *a)
 	uint64_t ver = w->ver;
 	struct agg_tree_info ti;
 	struct agg_slot slot, *s = &slot;
-	char path[600];
-	int fs, ft, err = 0;
+	int err;
 
-	snprintf(path, sizeof(path), "%s/slots", n->dir);
-	fs = bpf_obj_get(path);
-	snprintf(path, sizeof(path), "%s/trees", n->dir);
-	ft = bpf_obj_get(path);
-	if (fs < 0 || ft < 0 || bpf_map_lookup_elem(ft, &t, &ti)) {
-		err = -errno;
-		goto out;
-	}
-	err = agg_slot_read(fs, &n->l, si, s);
+	if (bpf_map_lookup_elem(n->fd_trees, &t, &ti))
+		return -errno;
+	err = agg_slot_read(n->fd_slots, &n->l, si, s);
 	if (err)
-		goto out;
+		return err;
 	memset(a, 0, sizeof(*a));
 	a->node = n->self;
 	a->expect = ti.expect;
@@ -71,12 +64,7 @@ static int probe_local(const struct walk *w, struct agg_probe *a)
 		a->state = AGG_PROBE_GONE;
 	if (a->state == AGG_PROBE_COLLECTING || a->state == AGG_PROBE_DONE)
 		a->bitmap = s->bitmap;
-out:
-	if (fs >= 0)
-		close(fs);
-	if (ft >= 0)
-		close(ft);
-	return err;
+	return 0;
 }
 
 static double now_ms(void)

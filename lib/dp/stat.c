@@ -192,31 +192,12 @@ int agg_stat_list(const char *pin_dir, const char *job, struct agg_stat_ref **ou
 	return n;
 }
 
-static int open_pin(const char *dir, const char *name, char *why, size_t whylen)
-{
-	char path[600];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = bpf_obj_get(path);
-	if (fd < 0) {
-		fd = -errno;
-		snprintf(why, whylen, "%s: %s", path, strerror(errno));
-	}
-	return fd;
-}
-
 int agg_stat_open(struct agg_stat_node *n, const char *dir, char *why, size_t whylen)
 {
 	const char *slash = strrchr(dir, '/'), *node;
-	char *text;
-	struct agg_diag d;
-	FILE *f;
 	int err;
 
 	memset(n, 0, sizeof(*n));
-	n->fd_stats = n->fd_sent = n->fd_slots = n->fd_trees = n->fd_meta = -1;
-	agg_plan_init(&n->plan);
 	snprintf(n->ref.dir, sizeof(n->ref.dir), "%s", dir);
 	node = slash ? slash + 1 : dir;
 	snprintf(n->ref.node, sizeof(n->ref.node), "%s", node);
@@ -227,57 +208,22 @@ int agg_stat_open(struct agg_stat_node *n, const char *dir, char *why, size_t wh
 			j--;
 		n->ref.job = (uint32_t)strtoul(j, NULL, 10);
 	}
-	text = agg_pin_plan_text(dir);
-	if (!text) {
-		snprintf(why, whylen, "%s: no plan pinned (a load in progress or half done? run agg-load again)",
-			 dir);
-		return -ENOENT;
-	}
-	f = fmemopen(text, strlen(text), "r");
-	err = f ? agg_plan_read(&n->plan, f, dir, &d) : -ENOMEM;
-	if (f)
-		fclose(f);
-	free(text);
-	if (err) {
-		snprintf(why, whylen, "%s: the stored plan does not read: %s", dir,
-			 f ? d.msg : strerror(ENOMEM));
-		return -EIO;
-	}
-	n->self = agg_plan_find(&n->plan, node);
-	if (n->self < 0) {
-		snprintf(why, whylen, "%s: the stored plan has no node %s", dir, node);
-		return -EIO;
-	}
-	if (agg_layout_of(&n->plan, &n->l, why, whylen))
-		return -EIO;
+	err = agg_node_open_dir(&n->node, dir, 0, why, whylen);
+	if (err)
+		return err;
 	n->ncpu = libbpf_num_possible_cpus();
 	if (n->ncpu <= 0) {
 		snprintf(why, whylen, "cannot count the possible CPUs: %s", strerror(-n->ncpu));
 		return n->ncpu ? n->ncpu : -EINVAL;
 	}
-	if ((n->fd_stats = open_pin(dir, "stats", why, whylen)) < 0)
-		return n->fd_stats;
-	if ((n->fd_sent = open_pin(dir, "sent", why, whylen)) < 0)
-		return n->fd_sent;
-	if ((n->fd_slots = open_pin(dir, "slots", why, whylen)) < 0)
-		return n->fd_slots;
-	if ((n->fd_trees = open_pin(dir, "trees", why, whylen)) < 0)
-		return n->fd_trees;
-	if ((n->fd_meta = open_pin(dir, "meta", why, whylen)) < 0)
-		return n->fd_meta;
 	return 0;
 }
 
 void agg_stat_close(struct agg_stat_node *n)
 {
-	int *fds[] = { &n->fd_stats, &n->fd_sent, &n->fd_slots, &n->fd_trees, &n->fd_meta };
-
-	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-	agg_plan_free(&n->plan);
-	memset(n, 0, sizeof(*n));
-	n->fd_stats = n->fd_sent = n->fd_slots = n->fd_trees = n->fd_meta = -1;
+	agg_node_close(&n->node);
+	memset(&n->ref, 0, sizeof(n->ref));
+	n->ncpu = 0;
 }
 
 static int map_id(int fd, uint32_t *id)
@@ -302,7 +248,7 @@ int agg_stat_current(const struct agg_stat_node *n)
 	fd = bpf_obj_get(path);
 	if (fd < 0)
 		return -errno;
-	err = map_id(fd, &now) ?: map_id(n->fd_stats, &ours);
+	err = map_id(fd, &now) ?: map_id(n->node.fd_stats, &ours);
 	close(fd);
 	if (err)
 		return err;
@@ -318,13 +264,13 @@ int agg_stat_read(const struct agg_stat_node *n, struct agg_stat_snap *s, bool p
 		if (!s->percpu)
 			return -ENOMEM;
 	}
-	err = agg_stats_read(n->fd_stats, s->v, percpu ? s->percpu : NULL, n->ncpu);
+	err = agg_stats_read(n->node.fd_stats, s->v, percpu ? s->percpu : NULL, n->ncpu);
 	if (err < 0)
 		return err;
 	for (uint32_t k = 0; k < AGG_SENT_COUNT; k++) {
 		uint64_t v = 0;
 
-		if (bpf_map_lookup_elem(n->fd_sent, &k, &v))
+		if (bpf_map_lookup_elem(n->node.fd_sent, &k, &v))
 			return -errno;
 		s->v[AGG_STAT_SENT(k)] = v;
 	}
@@ -355,14 +301,14 @@ void agg_stat_rates(const struct agg_stat_node *n, const struct agg_stat_snap *a
 		if (k < AGG_S_COUNT && agg_stat_is_drop(k))
 			r->drops += r->rate[k];
 	}
-	r->gbps = r->rate[AGG_S_RX] * n->l.segment * 4 * 8 / 1e9;
+	r->gbps = r->rate[AGG_S_RX] * n->node.l.segment * 4 * 8 / 1e9;
 }
 
 int agg_stat_trees_read(const struct agg_stat_node *n, struct agg_tree_info *ti)
 {
-	for (uint32_t t = 0; t < (uint32_t)n->plan.ntrees; t++) {
+	for (uint32_t t = 0; t < (uint32_t)n->node.plan.ntrees; t++) {
 		memset(&ti[t], 0, sizeof(ti[t]));
-		if (bpf_map_lookup_elem(n->fd_trees, &t, &ti[t]))
+		if (bpf_map_lookup_elem(n->node.fd_trees, &t, &ti[t]))
 			return -errno;
 	}
 	return 0;
@@ -376,7 +322,7 @@ int agg_stat_slot_read(const struct agg_stat_node *n, const struct agg_tree_info
 
 	memset(s, 0, sizeof(*s));
 	s->index = i;
-	err = agg_slot_read(n->fd_slots, &n->l, i, &v);
+	err = agg_slot_read(n->node.fd_slots, &n->node.l, i, &v);
 	if (err)
 		return err;
 	s->ver = v.ver;
@@ -385,7 +331,7 @@ int agg_stat_slot_read(const struct agg_stat_node *n, const struct agg_tree_info
 	s->op = v.op;
 	s->bitmap = v.bitmap;
 	if (s->ver) {
-		s->tree = agg_plan_seg_tree(&n->plan, s->seg);
+		s->tree = agg_plan_seg_tree(&n->node.plan, s->seg);
 		s->expect = ti[s->tree].expect;
 	}
 	return 0;
@@ -405,10 +351,10 @@ void agg_stat_bits_names(const struct agg_stat_node *n, const struct agg_tree_in
 		if (!(bits & (1ULL << b)))
 			continue;
 		bits &= ~(1ULL << b);
-		if (b < ti->nkids && ti->kid[b] < (uint32_t)n->plan.nnodes) {
-			name = n->plan.node[ti->kid[b]].name;
+		if (b < ti->nkids && ti->kid[b] < (uint32_t)n->node.plan.nnodes) {
+			name = n->node.plan.node[ti->kid[b]].name;
 		} else if (b == ti->self_bit) {
-			name = n->plan.node[n->self].name;
+			name = n->node.plan.node[n->node.self].name;
 		} else {
 			snprintf(num, sizeof(num), "bit%u", b);
 			name = num;
@@ -426,7 +372,7 @@ void agg_stat_bits_names(const struct agg_stat_node *n, const struct agg_tree_in
 int agg_stat_meta_read(const struct agg_stat_node *n, uint32_t s, struct agg_meta *m)
 {
 	memset(m, 0, sizeof(*m));
-	if (bpf_map_lookup_elem(n->fd_meta, &s, m))
+	if (bpf_map_lookup_elem(n->node.fd_meta, &s, m))
 		return -errno;
 	return 0;
 }

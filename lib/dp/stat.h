@@ -53,12 +53,9 @@ int agg_stat_list(const char *pin_dir, const char *job, struct agg_stat_ref **ou
 
 /* A node opened for reading. */
 struct agg_stat_node {
+	struct agg_node node;	/* opened without AGG_NODE_IO (dp.h) */
 	struct agg_stat_ref ref;
-	struct agg_plan plan;
-	struct agg_layout l;
-	int self;		/* node index in the plan */
 	int ncpu;		/* possible CPUs: entries of a per-CPU value */
-	int fd_stats, fd_sent, fd_slots, fd_trees, fd_meta;
 };
 
 /* Open the node in dir (a PIN_DIR/JOB/NODE directory): 0, or -errno with
