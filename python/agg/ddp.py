@@ -142,7 +142,15 @@ def allreduce_hook(state, bucket):
                 pass
         raise
     st._submit((reqs, buf, fut))
-    return fut
+    # DDP's reducer reads the future's value in C++, where set_exception's
+    # error is only a value ("Unable to cast ... to Tensor"): a callback
+    # that raises it marks the future it returns as failed, so backward()
+    # raises the AggError's text
+    return fut.then(_value)
+
+
+def _value(fut):
+    return fut.wait()
 
 
 def from_env(sync=False, **kw):
