@@ -225,6 +225,11 @@ demo: deps
 	$(Q)$(MAKE) all
 	$(Q)AGG_BUILD=$(CURDIR)/build sh demo/run.sh
 
+# A model trained by DDP on the virtual cluster through agg, then Gloo.
+train: deps
+	$(Q)$(MAKE) all
+	$(Q)AGG_BUILD=$(CURDIR)/build sh demo/train.sh
+
 # ---- install -------------------------------------------------------------
 install: $(TOOLS) $(SO_LIB)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
@@ -261,4 +266,4 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps check fuzz bench demo install uninstall clean
+.PHONY: all deps check fuzz bench demo train install uninstall clean
