@@ -267,12 +267,17 @@ class Agg:
         self._inflight = set()
         _check(lib.agg_open(ctypes.byref(h), ctypes.byref(opts)))
         self._h = h
+        self._pid = os.getpid()
         self._node = lib.agg_node_name(h).decode()
 
     def _handle(self):
         h = self._h
         if h is None:
             raise AggError(_errno.EBADF, "agg: the handle is closed")
+        if self._pid != os.getpid():
+            # fork copies the handle but not its engine thread or the node
+            raise AggError(_errno.EBADF, "agg: the handle was opened by process %d, not this "
+                           "child: open the node in the process that allreduces" % self._pid)
         return h
 
     def allreduce(self, buf, op="sum", timeout=None, dtype=None):
@@ -308,6 +313,8 @@ class Agg:
             pending = list(self._inflight)
         if h is None:
             return
+        if self._pid != os.getpid():
+            return		# a forked child's copy: the parent's to close
         # agg_close must not race an agg_wait: take every request's lock
         # (a thread inside wait() finishes first), then close
         for r in pending:
