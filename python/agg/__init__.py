@@ -20,7 +20,8 @@ ValueError (not contiguous, read-only, not on the CPU).
 
 The library: $AGG_LIB (a path to libagg.so.1) when set, else the build tree
 next to this package (python/agg/../../build/libagg.so.1, a source tree's),
-else libagg.so.1 from the system's library path.
+else, for a package installed in PREFIX/lib/python3*/dist-packages,
+PREFIX/lib/libagg.so.1, else libagg.so.1 from the system's library path.
 """
 import ctypes
 import errno as _errno
@@ -68,8 +69,18 @@ def _candidates():
     if env:
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    # a source tree: python/agg next to build/
     tree = os.path.normpath(os.path.join(here, "..", "..", "build", "libagg.so.1"))
-    return [tree, "libagg.so.1"] if os.path.exists(tree) else ["libagg.so.1"]
+    if os.path.exists(tree):
+        found.append(tree)
+    # make install: PREFIX/lib/python3*/dist-packages/agg next to PREFIX/lib,
+    # which ld.so.cache may not list yet (no ldconfig since)
+    if os.path.basename(os.path.dirname(here)) in ("dist-packages", "site-packages"):
+        lib = os.path.normpath(os.path.join(here, "..", "..", "..", "libagg.so.1"))
+        if os.path.exists(lib):
+            found.append(lib)
+    return found + ["libagg.so.1"]
 
 
 def _load():
