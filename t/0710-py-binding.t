@@ -184,6 +184,12 @@ for sync in (False, True):
     if not sync:
         st._q.put(None)		# the waiter: done; the handle stays open
         st._thread.join()
+# a bare handle as the hook's state: a bucket within max_count, one allreduce
+t, xs = tensor(42, 1000, torch.float32)
+res = agg.ddp.allreduce_hook(a, Bucket(t)).wait()
+bad, worst = check("", (res * W).to(torch.float64).numpy(), xs, torch.float32)
+print("case hook-handle chunks=%d n=1000 %s digest=%s"
+      % (a._ddp_state.chunks, "ok" if bad == 0 else "BAD(%d)" % bad, digest(t)), flush=True)
 a.close()
 print("closed", a, flush=True)
 EOF_PY
@@ -207,7 +213,7 @@ test_expect_success 'float32, float16 and bfloat16 tensors, numpy arrays, buffer
 		! grep "^case .* BAD" bind.$w || return 1
 	done &&
 	grep "^case " bind.w1 >cases &&
-	test "$(wc -l <cases)" = 17 &&
+	test "$(wc -l <cases)" = 18 &&
 	for c in f32-full f16-odd bf16 f32-one np-f32 np-f16 bytearray array bytes-f16 np-max np-min after; do
 		grep -q "^case $c n=[0-9]* ok " cases || return 1
 	done &&
@@ -242,10 +248,11 @@ test_expect_success 'wrong kinds of buffer raise TypeError or ValueError before 
 	grep "^case after n=100 ok " bind.w3
 '
 
-test_expect_success 'the DDP hook splits a bucket above max_count into 3 allreduces and returns the mean, async and sync' '
+test_expect_success 'the DDP hook splits a bucket above max_count into 3 allreduces and returns the mean, async and sync; a bare handle as its state' '
 	for w in $W; do
 		grep "^case hook-async chunks=3 n=$((2 * N + 5)) ok " bind.$w &&
-		grep "^case hook-sync chunks=3 n=$((2 * N + 5)) ok " bind.$w || return 1
+		grep "^case hook-sync chunks=3 n=$((2 * N + 5)) ok " bind.$w &&
+		grep "^case hook-handle chunks=1 n=1000 ok " bind.$w || return 1
 	done &&
 	grep "^closed <agg.Agg closed>\$" bind.w1
 '
