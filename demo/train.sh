@@ -75,7 +75,7 @@ done
 # train BACKEND: train.py on every worker at once, rank i on the i-th
 # worker (rank 0's address the rendezvous); outputs in $work/BACKEND.RANK
 train() {
-	pids= r=0
+	pids=; r=0
 	for w in $workers; do
 		vcluster_run "$w" env RANK=$r WORLD_SIZE=$world MASTER_ADDR=10.90.0.1 MASTER_PORT=29512 \
 			"$PY" "$here/train.py" --backend "$1" --epochs "$EPOCHS" ${TRAIN_ARGS:-} \
@@ -103,7 +103,7 @@ echo
 field() { sed -n "s/^$1 //p" "$2"; }
 same() {	# same BACKEND: the number of ranks whose digest is rank 0's
 	d0=$(field digest "$work/$1.0")
-	n=0 r=0
+	n=0; r=0
 	while [ $r -lt $world ]; do
 		[ "$(field digest "$work/$1.$r")" = "$d0" ] && n=$((n + 1))
 		r=$((r + 1))
