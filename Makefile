@@ -11,9 +11,10 @@ COMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 INCLUDEDIR ?= $(PREFIX)/include
 LIBDIR     ?= $(PREFIX)/lib
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-# Debian's python3 looks in /usr/local/lib/python3/dist-packages... only
-# for its own version's directory: install next to the tools' prefix.
-PYTHONDIR  ?= $(PREFIX)/lib/python3/dist-packages
+# Where Debian's python3 looks: /usr/lib/python3/dist-packages for
+# PREFIX=/usr, else PREFIX/lib/python3.X/dist-packages (its version's).
+PYTHON     ?= /usr/bin/python3
+PYTHONDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages)
 AGG_PIN_DIR ?= /sys/fs/bpf/agg
 AGG_CACHE_DIR ?= /var/cache/agg
 # The default secret of agg-plan's job tokens.  Not ?=: the environment

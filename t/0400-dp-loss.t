@@ -259,7 +259,7 @@ test_expect_success 'the injector drops what it is told to, logs each drop, and 
 	loss_on --type data 1000000 in c1 &&
 	agg-stat --node $parent >before &&
 	test_expect_code 1 vcluster_run c1 agg-send --iter 5 --timeout 1 in.1.c1 2>err &&
-	grep "iteration 5: 62 of 62 segments not aggregated" err &&
+	grep "iteration 5: 62 of 62 exponent segments not aggregated" err &&
 	agg-stat --node $parent >after &&
 	# nothing reached the parent but the probes agg-send sends before it gives up
 	test "$(rx_not_probes before)" = "$(rx_not_probes after)" &&

@@ -278,7 +278,7 @@ test_expect_success '--slots names the child a hung segment waits for' '
 		vcluster_run $w agg-send --iter 50 --timeout 1 in.1.$w 2>hang.$w &
 	done &&
 	wait;
-	grep "iteration 50: 1 of 1 segments not aggregated" hang.c1 &&
+	grep "iteration 50: 1 of 1 exponent segments not aggregated" hang.c1 &&
 	agg-stat --node a --slots --range 0 >hang.a &&
 	cat hang.a &&
 	awk "\$1 ~ /^[0-9]+\$/ && \$2 == 50" hang.a >hang.rows &&

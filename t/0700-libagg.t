@@ -19,6 +19,15 @@ test_expect_success 'install: header, versioned .so, agg.pc, man 3' '
 	objdump -p root/opt/agg/lib/libagg.so.1.0.0 | grep -q "SONAME *libagg.so.1$"
 '
 
+test_expect_success 'install: the Python module, which finds the installed library' '
+	py=$(ls -d root/opt/agg/lib/python3*/dist-packages/agg) &&
+	test -f $py/__init__.py && test -f $py/ddp.py &&
+	test -x /usr/bin/python3 || return 0
+	env -u AGG_LIB PYTHONPATH=${py%/agg} /usr/bin/python3 -c "import agg; print(agg.library_path(), agg.version())" >pyout &&
+	cat pyout &&
+	grep "^$PWD/root/opt/agg/lib/libagg.so.1 " pyout
+'
+
 test_expect_success 'the .so exports the API only, versioned AGG_1.0' '
 	nm -D --defined-only root/opt/agg/lib/libagg.so.1 | awk "\$2 == \"T\" { print \$3 }" |
 		sort >exported &&

@@ -318,7 +318,7 @@ test_expect_success 'a second open of the node in the process: EADDRINUSE' '
 
 test_expect_success 'a worker alone: ETIMEDOUT after its 1 s timeout, naming what is missing' '
 	AGG_RUN=9 err_on w3 alone &&
-	grep "^errno ETIMEDOUT: iteration 0: 1 of 1 segments not aggregated after 1 s without progress .*held up by w1" err.alone &&
+	grep "^errno ETIMEDOUT: iteration 0: 1 of 1 exponent segments not aggregated after 1 s without progress .*held up by w1" err.alone &&
 	sed -n "s/^after \([0-9.]*\) s\$/\1/p" err.alone >secs &&
 	awk "{ exit !(\$1 >= 0.9 && \$1 < 10) }" secs
 '

@@ -277,9 +277,10 @@ static void timeout_why(struct agg_sender *s, const struct agg_send_call *c, uin
 	char ranges[512];
 
 	agg_node_missing_ranges(s->n, lo, hi, c->ver, ranges, sizeof(ranges));
-	snprintf(why, whylen, "iteration %u: %u of %u segments not aggregated after %g s "
+	snprintf(why, whylen, "iteration %u: %u of %u %ssegments not aggregated after %g s "
 		 "without progress (wire segments %s)%s%s", agg_ver_iter(c->ver),
-		 agg_node_missing(s->n, lo, hi, c->ver), hi - lo, c->timeout, ranges,
+		 agg_node_missing(s->n, lo, hi, c->ver), hi - lo,
+		 lo < s->n->l.nexp ? "exponent " : "", c->timeout, ranges,
 		 probed[0] ? ": " : "", probed);
 }
 

@@ -35,7 +35,9 @@ enum agg_reduce {
 	AGG_REDUCE_MIN = 2,
 };
 
-/* How to open; zero (or NULL) fields take the defaults of the tools. */
+/* How to open; zero (or NULL) fields take the defaults of the tools.
+ * The layout is part of the ABI (AGG_1.0): fields are only ever added at
+ * the end, and sz tells the library which ones the caller knows. */
 struct agg_opts {
 	size_t sz;		/* sizeof(struct agg_opts) */
 	const char *pin_dir;	/* NULL: $AGG_PIN_DIR, else /sys/fs/bpf/agg */
@@ -60,8 +62,11 @@ struct agg_req;		/* an allreduce started, not yet waited for */
  * (torchrun's restart count does it) and supersedes the old run's state
  * without a reload.  0 and *out, or -errno: -ENOENT (nothing loaded that
  * matches), -EINVAL (a bad option, or the node is a parameter server),
- * -ESTALE (the node has seen a newer run), -EADDRINUSE (an agg-recv or
- * another process uses the node), others for system failures.
+ * -ESTALE (the node has seen a newer run), -EALREADY (the run has sent
+ * iterations on the node already: a job that starts again needs a newer
+ * one), -EADDRINUSE (an agg-recv or another process uses the node), others
+ * for system failures.  A handle belongs to the process that opened it: a
+ * forked child must not use or close it.
  */
 int agg_open(struct agg **out, const struct agg_opts *opts);
 
