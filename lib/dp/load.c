@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_link.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
@@ -413,317 +414,485 @@ static void describe(FILE *f, const struct agg_plan *p, int self,
 	}
 }
 
-int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
-	     bool *generic, char *why, size_t whylen)
-{
-	const struct agg_host *me = &p->node[self];
-	bool worker = me->role == AGG_ROLE_WORKER, replaced = false;
-	struct agg_tree_info *ti = NULL;
+/*
+ * agg_load in stages, run in order over one load_ctx.  A stage's run
+ * returns -errno with why set, 0 to go on, or how the load ended
+ * (AGG_DRY_RUN, AGG_UNCHANGED; the last stage AGG_LOADED, which is 0, or
+ * AGG_REPLACED).  On failure every stage begun, the failed one too, is
+ * undone in reverse order: its undo reverses what its run changed on the
+ * host, wherever the run stopped.  What the stages hold (locks, fds, the
+ * skeleton, memory) is released at the end whatever the outcome.
+ */
+struct load_ctx {
+	const struct agg_plan *p;
+	int self;
+	const struct agg_host *me;
+	bool worker;
+	const struct agg_load_opts *o;
+	bool *generic;
+	char *why;
+	size_t whylen;
+
+	/* prepare */
 	struct agg_layout l;
 	struct agg_netif nif;
-	struct agg *skel = NULL;
-	uint8_t (*mac)[6] = NULL;
-	bool *peer = NULL;
-	char dir[512], ddir[600] = "", path[600], *text = NULL, *buf = NULL;
-	int rc = 0, err, lock = -1, dlock = -1, tc_fd = -1, pinned = 0;
-	size_t frame, plen;
+	char dir[512];			/* PIN_DIR/JOB/NODE */
+	struct agg_tree_info *ti;	/* the node's place in each tree */
+	bool *peer;			/* parent or child in some tree */
+	/* lock */
+	char *text;			/* the plan as text */
+	int lock;			/* dir's */
+	char ddir[600];			/* the interface's dispatcher */
+	char plan[600];			/* dir/plan */
+	bool replaced;			/* another plan was loaded */
+	/* resolve */
+	uint8_t (*mac)[6];		/* every member's */
+	/* build */
+	struct agg *skel;
+	int tc_fd;
+	/* register */
+	int dlock;			/* dev_lock */
+};
 
-	*generic = false;
-	if (agg_layout_of(p, &l, why, whylen))
-		return -EINVAL;
-	err = agg_netif_find(me->addr, me->dev, &nif);
-	if (err)
-		FAIL(err == -ENODEV ? -ENODEV : err, me->dev[0] ?
-		     "node %s: no interface %s here" :
-		     "node %s: address %s is on no interface of this host (dev= in the hosts file?)",
-		     me->name, me->dev[0] ? me->dev : inet_ntoa(me->addr));
-	frame = sizeof(struct agg_hdr) + 4 * l.segment + 28;
-	if (frame > (size_t)nif.mtu)
-		FAIL(-EINVAL, "segment=%u makes %zu-byte IP packets; %s has MTU %d",
-		     l.segment, frame, nif.name, nif.mtu);
-	if (agg_pin_path(dir, sizeof(dir), o->pin_dir, p->job, me->name, NULL))
-		FAIL(-ENAMETOOLONG, "pin directory name too long");
+static int __attribute__((format(printf, 3, 4)))
+fail(struct load_ctx *c, int err, const char *fmt, ...)
+{
+	va_list ap;
 
-	ti = calloc(p->ntrees, sizeof(*ti));
-	peer = calloc(p->nnodes, sizeof(*peer));
-	mac = calloc(p->nnodes, sizeof(*mac));
-	if (!ti || !peer || !mac)
-		FAIL(-ENOMEM, "out of memory");
+	va_start(ap, fmt);
+	vsnprintf(c->why, c->whylen, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+/* The node's parent and children in every tree, and which members are
+ * its peers. */
+static int place_in_trees(struct load_ctx *c)
+{
+	const struct agg_plan *p = c->p;
+
+	c->ti = calloc(p->ntrees, sizeof(*c->ti));
+	c->peer = calloc(p->nnodes, sizeof(*c->peer));
+	if (!c->ti || !c->peer)
+		return fail(c, -ENOMEM, "out of memory");
 	for (int t = 0; t < p->ntrees; t++) {
-		const struct agg_plan_tree *tr = &p->tree[t];
+		struct agg_tree_info *ti = &c->ti[t];
+		int kids[AGG_MAX_KIDS];
+		int n = agg_plan_children(p, t, c->self, kids, AGG_MAX_KIDS);
 
-		ti[t].parent = tr->parent[self];
-		if (ti[t].parent >= 0)
-			peer[ti[t].parent] = true;
-		{
-			int kids[AGG_MAX_KIDS];
-			int n = agg_plan_children(p, t, self, kids, AGG_MAX_KIDS);
-
-			if (n > AGG_MAX_KIDS)
-				FAIL(-EINVAL, "node %s has more than %d children in tree %d",
-				     me->name, AGG_MAX_KIDS, t);
-			for (int k = 0; k < n; k++) {
-				ti[t].kid[ti[t].nkids++] = kids[k];
-				peer[kids[k]] = true;
-			}
+		ti->parent = p->tree[t].parent[c->self];
+		if (ti->parent >= 0)
+			c->peer[ti->parent] = true;
+		if (n > AGG_MAX_KIDS)
+			return fail(c, -EINVAL, "node %s has more than %d children in tree %d",
+				    c->me->name, AGG_MAX_KIDS, t);
+		for (int k = 0; k < n; k++) {
+			ti->kid[ti->nkids++] = kids[k];
+			c->peer[kids[k]] = true;
 		}
-		ti[t].expect = ti[t].nkids == 64 ? ~0ULL : (1ULL << ti[t].nkids) - 1;
-		ti[t].self_bit = 64;
-		if (worker && ti[t].nkids) {
-			ti[t].self_bit = ti[t].nkids;
-			ti[t].expect |= 1ULL << ti[t].nkids;
+		ti->expect = ti->nkids == 64 ? ~0ULL : (1ULL << ti->nkids) - 1;
+		ti->self_bit = 64;
+		if (c->worker && ti->nkids) {
+			ti->self_bit = ti->nkids;
+			ti->expect |= 1ULL << ti->nkids;
 		}
 	}
-	if (o->dry_run) {
-		describe(o->dry_out, p, self, &l, &nif, ti, dir, o->mode);
-		rc = AGG_DRY_RUN;
-		goto out;
-	}
+	return 0;
+}
 
-	text = agg_plan_to_text(p);
-	if (!text)
-		FAIL(-ENOMEM, "out of memory");
-	err = agg_bpffs_check(o->pin_dir);
+/* 1. What the node is on this host; nothing changes.  --dry-run stops here. */
+static int load_prepare(struct load_ctx *c)
+{
+	const struct agg_host *me = c->me;
+	size_t frame;
+	int err;
+
+	if (agg_layout_of(c->p, &c->l, c->why, c->whylen))
+		return -EINVAL;
+	err = agg_netif_find(me->addr, me->dev, &c->nif);
 	if (err)
-		FAIL(err, "%s: %s", o->pin_dir, err == -ENOTSUP ?
-		     "not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)" :
-		     strerror(-err));
-	err = mkdir_p(dir);
+		return fail(c, err, me->dev[0] ?
+			    "node %s: no interface %s here" :
+			    "node %s: address %s is on no interface of this host (dev= in the hosts file?)",
+			    me->name, me->dev[0] ? me->dev : inet_ntoa(me->addr));
+	frame = sizeof(struct agg_hdr) + 4 * c->l.segment + 28;
+	if (frame > (size_t)c->nif.mtu)
+		return fail(c, -EINVAL, "segment=%u makes %zu-byte IP packets; %s has MTU %d",
+			    c->l.segment, frame, c->nif.name, c->nif.mtu);
+	if (agg_pin_path(c->dir, sizeof(c->dir), c->o->pin_dir, c->p->job, me->name, NULL))
+		return fail(c, -ENAMETOOLONG, "pin directory name too long");
+	err = place_in_trees(c);
 	if (err)
-		FAIL(err, "cannot create %s: %s", dir, strerror(-err));
-	lock = agg_pin_lock(dir, true);
-	if (lock < 0)
-		FAIL(lock, "cannot lock %s: %s", dir, strerror(-lock));
-	err = dev_dir(ddir, sizeof(ddir), o->pin_dir, nif.ifindex);
-	if (err)
-		FAIL(err, "cannot name the dispatcher directory: %s", strerror(-err));
-	if (same_load(dir, ddir, text, p)) {
-		rc = AGG_UNCHANGED;
-		goto out;
+		return err;
+	if (c->o->dry_run) {
+		describe(c->o->dry_out, c->p, c->self, &c->l, &c->nif, c->ti, c->dir, c->o->mode);
+		return AGG_DRY_RUN;
 	}
+	return 0;
+}
+
+/*
+ * 2. The node directory, made and locked; the same load again stops
+ * here.  The directory stays when a later stage fails before pinning, as
+ * it would with an old load in it.
+ */
+static int load_lock(struct load_ctx *c)
+{
+	const char *pin_dir = c->o->pin_dir;
+	int err;
+
+	c->text = agg_plan_to_text(c->p);
+	if (!c->text)
+		return fail(c, -ENOMEM, "out of memory");
+	err = agg_bpffs_check(pin_dir);
+	if (err)
+		return fail(c, err, "%s: %s", pin_dir, err == -ENOTSUP ?
+			    "not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)" :
+			    strerror(-err));
+	err = mkdir_p(c->dir);
+	if (err)
+		return fail(c, err, "cannot create %s: %s", c->dir, strerror(-err));
+	c->lock = agg_pin_lock(c->dir, true);
+	if (c->lock < 0)
+		return fail(c, c->lock, "cannot lock %s: %s", c->dir, strerror(-c->lock));
+	err = dev_dir(c->ddir, sizeof(c->ddir), pin_dir, c->nif.ifindex);
+	if (err)
+		return fail(c, err, "cannot name the dispatcher directory: %s", strerror(-err));
+	if (same_load(c->dir, c->ddir, c->text, c->p))
+		return AGG_UNCHANGED;
 	/* Nothing changes until everything is loaded: a failure (or a kill)
-	 * before the pins below leaves the old state as it was. */
-	snprintf(path, sizeof(path), "%s/plan", dir);
-	replaced = access(path, F_OK) == 0;
+	 * before load_pin leaves the old state as it was. */
+	snprintf(c->plan, sizeof(c->plan), "%s/plan", c->dir);
+	c->replaced = access(c->plan, F_OK) == 0;
+	return 0;
+}
 
-	/* Every member's MAC: packets are checked against it.  The peers'
-	 * (parent, children) are needed; the others only probe, and get a
-	 * second (a member that is down cannot probe us until a reload). */
-	{
-		struct in_addr *addr = calloc(p->nnodes, sizeof(*addr));
-		bool *need = calloc(p->nnodes, sizeof(*need)), *got = calloc(p->nnodes, sizeof(*got));
-		int n = 0, *idx = calloc(p->nnodes, sizeof(*idx));
-		bool named = false;
-		uint8_t (*m)[6] = calloc(p->nnodes, sizeof(*m));
+/*
+ * 3. Every member's MAC: packets are checked against it.  The peers'
+ * (parent, children) are needed; the others only probe, and get a
+ * second (a member that is down cannot probe us until a reload).
+ * Nothing changes.
+ */
+static int load_resolve(struct load_ctx *c)
+{
+	const struct agg_plan *p = c->p;
+	struct in_addr *addr = calloc(p->nnodes, sizeof(*addr));
+	bool *need = calloc(p->nnodes, sizeof(*need)), *got = calloc(p->nnodes, sizeof(*got));
+	int n = 0, err = 0, *idx = calloc(p->nnodes, sizeof(*idx));
+	bool named = false;
+	uint8_t (*m)[6] = calloc(p->nnodes, sizeof(*m));
 
-		if (!addr || !need || !got || !idx || !m)
-			err = -ENOMEM;
-		for (int i = 0; !err && i < p->nnodes; i++) {
-			if (i == self) {
-				memcpy(mac[i], nif.mac, 6);
-			} else if (p->node[i].has_mac) {
-				memcpy(mac[i], p->node[i].mac, 6);
-			} else {
-				idx[n] = i;
-				addr[n] = p->node[i].addr;
-				need[n++] = peer[i];
-			}
+	c->mac = calloc(p->nnodes, sizeof(*c->mac));
+	if (!c->mac || !addr || !need || !got || !idx || !m)
+		err = -ENOMEM;
+	for (int i = 0; !err && i < p->nnodes; i++) {
+		if (i == c->self) {
+			memcpy(c->mac[i], c->nif.mac, 6);
+		} else if (p->node[i].has_mac) {
+			memcpy(c->mac[i], p->node[i].mac, 6);
+		} else {
+			idx[n] = i;
+			addr[n] = p->node[i].addr;
+			need[n++] = c->peer[i];
 		}
-		if (!err && n)
-			err = agg_arp_resolve_all(&nif, me->addr, addr, n, need,
-						  o->arp_timeout_ms, 1000, m, got);
-		for (int k = 0; k < n && (!err || err == -ETIMEDOUT); k++) {
-			if (got[k])
-				memcpy(mac[idx[k]], m[k], 6);
-			else if (need[k] && err == -ETIMEDOUT && !named && (named = true))
-				snprintf(why, whylen, "cannot resolve the MAC address of %s (%s) on %s: no ARP reply",
-					 p->node[idx[k]].name, inet_ntoa(addr[k]), nif.name);
-			else if (!need[k])
-				agg_info("%s (%s) did not answer ARP: its probes will be dropped here",
-					 p->node[idx[k]].name, inet_ntoa(addr[k]));
-		}
-		free(addr);
-		free(need);
-		free(got);
-		free(idx);
-		free(m);
-		if (err == -ENOMEM)
-			FAIL(err, "out of memory");
-		if (err == -ETIMEDOUT) {
-			rc = err;
-			goto out;
-		}
-		if (err)
-			FAIL(err, "cannot resolve MAC addresses on %s: %s", nif.name, strerror(-err));
 	}
+	if (!err && n)
+		err = agg_arp_resolve_all(&c->nif, c->me->addr, addr, n, need,
+					  c->o->arp_timeout_ms, 1000, m, got);
+	for (int k = 0; k < n && (!err || err == -ETIMEDOUT); k++) {
+		if (got[k])
+			memcpy(c->mac[idx[k]], m[k], 6);
+		else if (need[k] && err == -ETIMEDOUT && !named && (named = true))
+			snprintf(c->why, c->whylen, "cannot resolve the MAC address of %s (%s) on %s: no ARP reply",
+				 p->node[idx[k]].name, inet_ntoa(addr[k]), c->nif.name);
+		else if (!need[k])
+			agg_info("%s (%s) did not answer ARP: its probes will be dropped here",
+				 p->node[idx[k]].name, inet_ntoa(addr[k]));
+	}
+	free(addr);
+	free(need);
+	free(got);
+	free(idx);
+	free(m);
+	if (err == -ENOMEM)
+		return fail(c, err, "out of memory");
+	if (err && err != -ETIMEDOUT)
+		return fail(c, err, "cannot resolve MAC addresses on %s: %s", c->nif.name,
+			    strerror(-err));
+	return err;	/* -ETIMEDOUT: why names the first needed node that did not answer */
+}
 
-	skel = agg__open();
-	if (!skel)
-		FAIL(-errno, "cannot open the BPF object: %s", strerror(errno));
+/* Bytes of the "plan" map's value: the text, NUL, 8-byte aligned. */
+static size_t plan_value_size(const char *text)
+{
+	return (strlen(text) + 1 + 7) & ~(size_t)7;
+}
+
+/* The skeleton's constants and map sizes, before it is loaded. */
+static int configure(struct load_ctx *c)
+{
+	const struct agg_plan *p = c->p;
+	const struct agg_layout *l = &c->l;
+	struct agg *skel = c->skel;
+	int err;
+
 	skel->rodata->cfg_job = p->job;
 	skel->rodata->cfg_token = agg_wire_token(p);
 	skel->rodata->cfg_port = p->port;
-	skel->rodata->cfg_self = self;
-	skel->rodata->cfg_self_addr = me->addr.s_addr;
-	memcpy((void *)skel->rodata->cfg_mac, nif.mac, 6);
-	skel->rodata->cfg_ifindex = nif.ifindex;
-	skel->rodata->cfg_worker = worker;
-	skel->rodata->cfg_segment = l.segment;
-	skel->rodata->cfg_nsegs = l.nsegs;
-	skel->rodata->cfg_nexp = l.nexp;
-	skel->rodata->cfg_nslots = l.nslots;
-	skel->rodata->cfg_nchunks = l.nchunks;
-	skel->rodata->cfg_chunk = l.chunk;
-	skel->rodata->cfg_chunk_cap = l.chunk_cap;
+	skel->rodata->cfg_self = c->self;
+	skel->rodata->cfg_self_addr = c->me->addr.s_addr;
+	memcpy((void *)skel->rodata->cfg_mac, c->nif.mac, 6);
+	skel->rodata->cfg_ifindex = c->nif.ifindex;
+	skel->rodata->cfg_worker = c->worker;
+	skel->rodata->cfg_segment = l->segment;
+	skel->rodata->cfg_nsegs = l->nsegs;
+	skel->rodata->cfg_nexp = l->nexp;
+	skel->rodata->cfg_nslots = l->nslots;
+	skel->rodata->cfg_nchunks = l->nchunks;
+	skel->rodata->cfg_chunk = l->chunk;
+	skel->rodata->cfg_chunk_cap = l->chunk_cap;
 	skel->rodata->cfg_period = p->period;
 	if (getrandom((void *)&skel->rodata->cfg_meta_key, sizeof(skel->rodata->cfg_meta_key), 0) !=
 	    sizeof(skel->rodata->cfg_meta_key))
-		FAIL(-errno, "cannot get a random number: %s", strerror(errno));
-	plen = (strlen(text) + 1 + 7) & ~(size_t)7;
-	err = bpf_map__set_max_entries(skel->maps.locks, l.nslots * l.nchunks) ?:
-	      bpf_map__set_max_entries(skel->maps.slots, l.nslots * l.nchunks) ?:
-	      bpf_map__set_value_size(skel->maps.slots, agg_slot_size(&l)) ?:
-	      bpf_map__set_value_size(skel->maps.scratch, 4 * l.chunk_cap) ?:
-	      bpf_map__set_value_size(skel->maps.results, 4 * l.segment) ?:
-	      bpf_map__set_max_entries(skel->maps.results, worker ? l.nsegs : 1) ?:
-	      bpf_map__set_max_entries(skel->maps.meta, worker ? l.nsegs : 1) ?:
+		return fail(c, -errno, "cannot get a random number: %s", strerror(errno));
+	err = bpf_map__set_max_entries(skel->maps.locks, l->nslots * l->nchunks) ?:
+	      bpf_map__set_max_entries(skel->maps.slots, l->nslots * l->nchunks) ?:
+	      bpf_map__set_value_size(skel->maps.slots, agg_slot_size(l)) ?:
+	      bpf_map__set_value_size(skel->maps.scratch, 4 * l->chunk_cap) ?:
+	      bpf_map__set_value_size(skel->maps.results, 4 * l->segment) ?:
+	      bpf_map__set_max_entries(skel->maps.results, c->worker ? l->nsegs : 1) ?:
+	      bpf_map__set_max_entries(skel->maps.meta, c->worker ? l->nsegs : 1) ?:
 	      bpf_map__set_max_entries(skel->maps.nodes, p->nnodes) ?:
 	      bpf_map__set_max_entries(skel->maps.trees, p->ntrees) ?:
 	      bpf_map__set_max_entries(skel->maps.segmap, p->period) ?:
-	      bpf_map__set_value_size(skel->maps.plan, plen);
+	      bpf_map__set_value_size(skel->maps.plan, plan_value_size(c->text));
 	if (err)
-		FAIL(err, "cannot size the maps: %s", strerror(-err));
-	if (agg_log_level() >= 2) {
-		/* -vv: libbpf prints the verifier's statistics of each program
-		 * ("processed N insns"); asking it for the log afterwards with
-		 * bpf_program__log_buf crashed libbpf 1.1. */
-		bpf_program__set_log_level(skel->progs.agg_xdp, 4);
-		bpf_program__set_log_level(skel->progs.agg_tc, 4);
-	}
-	err = agg__load(skel);
-	if (err)
-		FAIL(err, "cannot load the BPF programs: %s (run with -vv for the verifier log)",
-		     strerror(-err));
+		return fail(c, err, "cannot size the maps: %s", strerror(-err));
+	return 0;
+}
+
+/* The loaded maps' contents: members, trees, children, segments, plan. */
+static int fill_maps(struct load_ctx *c)
+{
+	const struct agg_plan *p = c->p;
+	struct agg *skel = c->skel;
+	size_t plen = plan_value_size(c->text);
+	uint32_t zero = 0;
+	char *buf;
+	int err = 0;
 
 	for (int i = 0; i < p->nnodes; i++) {
 		struct agg_node_info ni = { .addr = p->node[i].addr.s_addr };
 		uint32_t k = i, v = i;
 
-		memcpy(ni.mac, mac[i], 6);
+		memcpy(ni.mac, c->mac[i], 6);
 		if (bpf_map__update_elem(skel->maps.nodes, &k, 4, &ni, sizeof(ni), 0) ||
 		    bpf_map__update_elem(skel->maps.members, &ni.addr, 4, &v, 4, 0))
-			FAIL(-errno, "cannot fill the node maps: %s", strerror(errno));
+			return fail(c, -errno, "cannot fill the node maps: %s", strerror(errno));
 	}
 	for (int t = 0; t < p->ntrees; t++) {
+		const struct agg_tree_info *ti = &c->ti[t];
 		uint32_t k = t;
 
-		if (bpf_map__update_elem(skel->maps.trees, &k, 4, &ti[t], sizeof(ti[t]), 0))
-			FAIL(-errno, "cannot fill the tree map: %s", strerror(errno));
-		for (unsigned b = 0; b <= ti[t].nkids; b++) {
+		if (bpf_map__update_elem(skel->maps.trees, &k, 4, ti, sizeof(*ti), 0))
+			return fail(c, -errno, "cannot fill the tree map: %s", strerror(errno));
+		for (unsigned b = 0; b <= ti->nkids; b++) {
 			uint32_t key, bit = b;
 
-			if (b < ti[t].nkids)
-				key = (uint32_t)t << 16 | ti[t].kid[b];
-			else if (ti[t].self_bit < 64)
-				key = (uint32_t)t << 16 | (uint32_t)self;
+			if (b < ti->nkids)
+				key = (uint32_t)t << 16 | ti->kid[b];
+			else if (ti->self_bit < 64)
+				key = (uint32_t)t << 16 | (uint32_t)c->self;
 			else
 				break;
 			if (bpf_map__update_elem(skel->maps.kids, &key, 4, &bit, 4, 0))
-				FAIL(-errno, "cannot fill the children map: %s", strerror(errno));
+				return fail(c, -errno, "cannot fill the children map: %s",
+					    strerror(errno));
 		}
 	}
 	for (unsigned i = 0; i < p->period; i++) {
 		uint32_t k = i, v = p->seg_map[i];
 
 		if (bpf_map__update_elem(skel->maps.segmap, &k, 4, &v, 4, 0))
-			FAIL(-errno, "cannot fill the segment map: %s", strerror(errno));
+			return fail(c, -errno, "cannot fill the segment map: %s", strerror(errno));
 	}
 	buf = calloc(1, plen);
 	if (!buf)
-		FAIL(-ENOMEM, "out of memory");
-	memcpy(buf, text, strlen(text));
-	{
-		uint32_t k = 0;
+		return fail(c, -ENOMEM, "out of memory");
+	memcpy(buf, c->text, strlen(c->text));
+	if (bpf_map__update_elem(skel->maps.plan, &zero, 4, buf, plen, 0))
+		err = fail(c, -errno, "cannot store the plan: %s", strerror(errno));
+	free(buf);
+	return err;
+}
 
-		if (bpf_map__update_elem(skel->maps.plan, &k, 4, buf, plen, 0))
-			FAIL(-errno, "cannot store the plan: %s", strerror(errno));
+/*
+ * 4. The programs loaded with their maps filled, TC attached.  Nothing
+ * on the host shows it yet: the TC link lives by its fd until load_pin,
+ * and goes when the context is released.
+ */
+static int load_build(struct load_ctx *c)
+{
+	int err;
+
+	c->skel = agg__open();
+	if (!c->skel)
+		return fail(c, -errno, "cannot open the BPF object: %s", strerror(errno));
+	err = configure(c);
+	if (err)
+		return err;
+	if (agg_log_level() >= 2) {
+		/* -vv: libbpf prints the verifier's statistics of each program
+		 * ("processed N insns"); asking it for the log afterwards with
+		 * bpf_program__log_buf crashed libbpf 1.1. */
+		bpf_program__set_log_level(c->skel->progs.agg_xdp, 4);
+		bpf_program__set_log_level(c->skel->progs.agg_tc, 4);
 	}
+	err = agg__load(c->skel);
+	if (err)
+		return fail(c, err, "cannot load the BPF programs: %s (run with -vv for the verifier log)",
+			    strerror(-err));
+	err = fill_maps(c);
+	if (err)
+		return err;
+	c->tc_fd = agg_link_create(bpf_program__fd(c->skel->progs.agg_tc), c->nif.ifindex,
+				   AGG_TCX_INGRESS, 0);
+	if (c->tc_fd < 0)
+		return fail(c, c->tc_fd, "cannot attach the TC program to %s: %s", c->nif.name,
+			    strerror(-c->tc_fd));
+	return 0;
+}
 
-	tc_fd = agg_link_create(bpf_program__fd(skel->progs.agg_tc), nif.ifindex,
-				AGG_TCX_INGRESS, 0);
-	if (tc_fd < 0)
-		FAIL(tc_fd, "cannot attach the TC program to %s: %s", nif.name,
-		     strerror(-tc_fd));
+/*
+ * 5. The old pins go (the old program keeps running from the
+ * dispatcher until the new one is swapped in), the new ones come, all
+ * but the plan.
+ */
+static int load_pin(struct load_ctx *c)
+{
+	char path[600];
+	int err;
 
-	/* The old pins go (the old program keeps running from the
-	 * dispatcher until the new one is swapped in), the new ones come,
-	 * the plan last: a node directory with a plan is complete. */
-	unlink(path);
-	unpin_all(dir);
-	pinned = 1;
+	unlink(c->plan);
+	unpin_all(c->dir);
 	for (int i = 0; agg_pin_names[i]; i++) {
 		const char *name = agg_pin_names[i];
 		struct bpf_map *m;
 
 		if (!strcmp(name, "plan"))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		snprintf(path, sizeof(path), "%s/%s", c->dir, name);
 		if (!strcmp(name, "tc_link"))
-			err = bpf_obj_pin(tc_fd, path);
+			err = bpf_obj_pin(c->tc_fd, path);
 		else if (!strcmp(name, "xdp_prog"))
-			err = bpf_program__pin(skel->progs.agg_xdp, path);
-		else if ((m = bpf_object__find_map_by_name(skel->obj, name)))
+			err = bpf_program__pin(c->skel->progs.agg_xdp, path);
+		else if ((m = bpf_object__find_map_by_name(c->skel->obj, name)))
 			err = bpf_map__pin(m, path);
 		else
 			err = -ENOENT;
 		if (err)
-			FAIL(-errno ?: err, "cannot pin %s: %s", path, strerror(errno ?: -err));
+			return fail(c, -errno ?: err, "cannot pin %s: %s", path,
+				    strerror(errno ?: -err));
 	}
-	dlock = dev_lock(o->pin_dir);
-	if (dlock < 0)
-		FAIL(dlock, "cannot lock %s: %s", o->pin_dir, strerror(-dlock));
-	err = mkdir_p(ddir);
+	return 0;
+}
+
+/* Half replaced is not loaded: nothing of the job stays. */
+static void load_unpin(struct load_ctx *c)
+{
+	/* "plan" first: a half-removed node no longer looks loaded. */
+	unlink(c->plan);
+	/* With the dispatchers' lock, load_unregister has done it. */
+	if (c->dlock < 0)
+		dev_unregister_all(c->o->pin_dir, c->p->job);
+	unpin_all(c->dir);
+	rmdir(c->dir);
+}
+
+/* 6. The new program in the interface's dispatcher, swapped for the old. */
+static int load_register(struct load_ctx *c)
+{
+	int err;
+
+	c->dlock = dev_lock(c->o->pin_dir);
+	if (c->dlock < 0)
+		return fail(c, c->dlock, "cannot lock %s: %s", c->o->pin_dir,
+			    strerror(-c->dlock));
+	err = mkdir_p(c->ddir);
 	if (err)
-		FAIL(err, "cannot create %s: %s", ddir, strerror(-err));
-	err = dev_register(ddir, &nif, o->mode, p->job, p->port,
-			   bpf_program__fd(skel->progs.agg_xdp), generic, why, whylen);
-	if (err) {
-		rc = err;
-		goto out;
-	}
-	snprintf(path, sizeof(path), "%s/plan", dir);
-	if (bpf_map__pin(skel->maps.plan, path))
-		FAIL(-errno, "cannot pin %s: %s", path, strerror(errno));
-	rc = replaced ? AGG_REPLACED : AGG_LOADED;
-out:
-	if (rc < 0 && pinned) {
-		/* Half replaced is not loaded: nothing of the job stays. */
-		snprintf(path, sizeof(path), "%s/plan", dir);
-		unlink(path);
-		if (dlock >= 0)
-			dev_unregister(ddir, p->job);
-		else
-			dev_unregister_all(o->pin_dir, p->job);
-		unpin_all(dir);
-		rmdir(dir);
-	}
-	if (rc >= 0 && rc != AGG_DRY_RUN && ddir[0]) {
+		return fail(c, err, "cannot create %s: %s", c->ddir, strerror(-err));
+	return dev_register(c->ddir, &c->nif, c->o->mode, c->p->job, c->p->port,
+			    bpf_program__fd(c->skel->progs.agg_xdp), c->generic,
+			    c->why, c->whylen);
+}
+
+static void load_unregister(struct load_ctx *c)
+{
+	if (c->dlock >= 0)
+		dev_unregister(c->ddir, c->p->job);
+}
+
+/* 7. The plan last: a node directory with a plan is complete. */
+static int load_commit(struct load_ctx *c)
+{
+	if (bpf_map__pin(c->skel->maps.plan, c->plan))
+		return fail(c, -errno, "cannot pin %s: %s", c->plan, strerror(errno));
+	return c->replaced ? AGG_REPLACED : AGG_LOADED;
+}
+
+static const struct load_stage {
+	int (*run)(struct load_ctx *c);
+	void (*undo)(struct load_ctx *c);
+} load_stages[] = {
+	{ load_prepare,		NULL },
+	{ load_lock,		NULL },
+	{ load_resolve,		NULL },
+	{ load_build,		NULL },
+	{ load_pin,		load_unpin },
+	{ load_register,	load_unregister },
+	{ load_commit,		NULL },
+};
+
+static void load_release(struct load_ctx *c)
+{
+	if (c->dlock >= 0)
+		close(c->dlock);
+	if (c->tc_fd >= 0)
+		close(c->tc_fd);
+	agg__destroy(c->skel);
+	if (c->lock >= 0)
+		close(c->lock);
+	free(c->mac);
+	free(c->text);
+	free(c->ti);
+	free(c->peer);
+}
+
+int agg_load(const struct agg_plan *p, int self, const struct agg_load_opts *o,
+	     bool *generic, char *why, size_t whylen)
+{
+	struct load_ctx c = {
+		.p = p, .self = self, .me = &p->node[self],
+		.worker = p->node[self].role == AGG_ROLE_WORKER,
+		.o = o, .generic = generic, .why = why, .whylen = whylen,
+		.lock = -1, .tc_fd = -1, .dlock = -1,
+	};
+	size_t n;
+	int rc = 0;
+
+	*generic = false;
+	for (n = 0; n < sizeof(load_stages) / sizeof(load_stages[0]) && !rc; n++)
+		rc = load_stages[n].run(&c);
+	if (rc < 0) {
+		while (n--)
+			if (load_stages[n].undo)
+				load_stages[n].undo(&c);
+	} else if (rc != AGG_DRY_RUN) {
 		LIBBPF_OPTS(bpf_xdp_query_opts, q);
 
-		if (!bpf_xdp_query(nif.ifindex, 0, &q))
+		if (!bpf_xdp_query(c.nif.ifindex, 0, &q))
 			*generic = q.attach_mode == XDP_ATTACHED_SKB;
 	}
-	if (dlock >= 0)
-		close(dlock);
-	if (tc_fd >= 0)
-		close(tc_fd);
-	agg__destroy(skel);
-	if (lock >= 0)
-		close(lock);
-	free(buf);
-	free(text);
-	free(ti);
-	free(peer);
-	free(mac);
+	load_release(&c);
 	return rc;
 }
