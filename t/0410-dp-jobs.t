@@ -64,7 +64,16 @@ test_expect_success "a third job on a taken port is refused, naming the job" '
 	agg-plan --job 3 --size 4000 hosts.txt >plan3.txt &&
 	test_expect_code 2 vcluster_run c1 agg-load plan3.txt 2>err &&
 	grep "UDP port 9999 on eth0 is taken by job 1" err &&
-	test_must_fail test -e $AGG_PIN_DIR/3/c1/plan
+	# a failed load leaves nothing it made: no node or job directory
+	test_must_fail test -e $AGG_PIN_DIR/3
+'
+
+test_expect_success "a load whose parent does not answer ARP fails and leaves nothing" '
+	sed "s/^ps0 10.90.0.100/ps9 10.90.0.250/" hosts.txt >hosts4.txt &&
+	agg-plan --job 4 --port 9997 -s ps --size 4000 hosts4.txt >plan4.txt &&
+	test_expect_code 3 vcluster_run c1 agg-load --arp-timeout 300 plan4.txt 2>err &&
+	grep "cannot resolve the MAC address of ps9 (10.90.0.250) on eth0: no ARP reply" err &&
+	test_must_fail test -e $AGG_PIN_DIR/4
 '
 
 test_expect_success 'replacing one job while the other runs disturbs neither' '

@@ -4,6 +4,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <linux/if_link.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -94,7 +95,7 @@ static void dev_unpin(const char *ddir)
 
 static int pinned_fd(const char *dir, const char *name)
 {
-	char path[600];
+	char path[PATH_MAX];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	return bpf_obj_get(path);
@@ -549,12 +550,26 @@ static int load_lock(struct load_ctx *c)
 		return fail(c, err, "%s: %s", pin_dir, err == -ENOTSUP ?
 			    "not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)" :
 			    strerror(-err));
-	err = mkdir_p(c->dir);
-	if (err)
-		return fail(c, err, "cannot create %s: %s", c->dir, strerror(-err));
-	c->lock = agg_pin_lock(c->dir, true);
-	if (c->lock < 0)
-		return fail(c, c->lock, "cannot lock %s: %s", c->dir, strerror(-c->lock));
+	/* A load that failed removes the directory it made (load_unlock,
+	 * load_unpin) under its lock: one that waited for the lock then holds
+	 * a directory no longer there, and takes the new one. */
+	for (;;) {
+		struct stat held, now;
+
+		err = mkdir_p(c->dir);
+		if (err)
+			return fail(c, err, "cannot create %s: %s", c->dir, strerror(-err));
+		c->lock = agg_pin_lock(c->dir, true);
+		if (c->lock == -ENOENT)
+			continue;
+		if (c->lock < 0)
+			return fail(c, c->lock, "cannot lock %s: %s", c->dir, strerror(-c->lock));
+		if (!fstat(c->lock, &held) && !stat(c->dir, &now) &&
+		    held.st_dev == now.st_dev && held.st_ino == now.st_ino)
+			break;
+		close(c->lock);
+		c->lock = -1;
+	}
 	err = dev_dir(c->ddir, sizeof(c->ddir), pin_dir, c->nif.ifindex);
 	if (err)
 		return fail(c, err, "cannot name the dispatcher directory: %s", strerror(-err));
@@ -797,6 +812,22 @@ static int load_pin(struct load_ctx *c)
 	return 0;
 }
 
+/* A load that failed leaves no directory it made: the node's (and the
+ * job's) go if nothing is in them.  Under the node's lock (load_lock). */
+static void load_unlock(struct load_ctx *c)
+{
+	char job[sizeof(c->dir)], *slash;
+
+	if (c->lock < 0 || (rmdir(c->dir) && errno != ENOENT))
+		return;	/* not ours, or not empty: loaded before */
+	snprintf(job, sizeof(job), "%s", c->dir);
+	slash = strrchr(job, '/');
+	if (slash) {
+		*slash = '\0';
+		rmdir(job);
+	}
+}
+
 /* Half replaced is not loaded: nothing of the job stays. */
 static void load_unpin(struct load_ctx *c)
 {
@@ -845,7 +876,7 @@ static const struct load_stage {
 	void (*undo)(struct load_ctx *c);
 } load_stages[] = {
 	{ load_prepare,		NULL },
-	{ load_lock,		NULL },
+	{ load_lock,		load_unlock },
 	{ load_resolve,		NULL },
 	{ load_build,		NULL },
 	{ load_pin,		load_unpin },
