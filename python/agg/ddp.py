@@ -158,7 +158,16 @@ def from_env(sync=False, **kw):
     opens this host's node (keywords as agg.Agg's; AGG_JOB, AGG_NODE and
     AGG_TIMEOUT fill job, node and timeout when not given; pin_dir and the
     run come from AGG_PIN_DIR, AGG_RUN and TORCHELASTIC_RESTART_COUNT in
-    libagg) and checks that the job has WORLD_SIZE workers."""
+    libagg) and checks that the job has WORLD_SIZE workers.
+
+    A node is one host's worker: torchrun's ranks on one host
+    (LOCAL_WORLD_SIZE, --nproc_per_node) would all open the same node, so
+    more than one raises AggError(EINVAL) unless node is given."""
+    lws = os.environ.get("LOCAL_WORLD_SIZE")
+    if kw.get("node") is None and lws and lws.isdigit() and int(lws) > 1:
+        raise agg.AggError(22, "agg.ddp: %s ranks on this host (LOCAL_WORLD_SIZE), one agg "
+                           "worker a host: run one rank a host (torchrun --nproc_per_node 1) "
+                           "or give each rank its node" % lws)
     for key, var in (("job", "AGG_JOB"), ("node", "AGG_NODE"), ("timeout", "AGG_TIMEOUT")):
         if kw.get(key) is None and os.environ.get(var):
             kw[key] = float(os.environ[var]) if key == "timeout" else os.environ[var]
