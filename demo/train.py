@@ -22,8 +22,10 @@ mean wall time of a training step and the digest.
 --checkpoint FILE: rank 0 replaces FILE after every epoch; a start that
 finds FILE resumes from it.  A restarted agg job needs a newer run
 (AGG_RUN, or torchrun's TORCHELASTIC_RESTART_COUNT), not a reload.
---die-at-step N [--die-rank R]: rank R (default 0) exits at once
-(os._exit(1)) at global step N, in the middle of its step: a crash for tests.
+--die-at-step N [--die-rank R] [--die-restart K]: rank R (default 0) exits
+at once (os._exit(1)) at global step N, in the middle of its step, if
+torchrun's restart count (TORCHELASTIC_RESTART_COUNT, else 0) is K (default
+0): a crash for tests, once, that torchrun's restart then gets past.
 """
 import argparse
 import datetime
@@ -49,6 +51,8 @@ def parse_args():
     p.add_argument("--checkpoint", metavar="FILE")
     p.add_argument("--die-at-step", type=int, metavar="N")
     p.add_argument("--die-rank", type=int, default=0, metavar="R")
+    p.add_argument("--die-restart", type=int, default=0, metavar="K",
+                   help="die only in torchrun's K-th restart (TORCHELASTIC_RESTART_COUNT; 0)")
     p.add_argument("--agg-timeout", type=float, default=None,
                    help="seconds an agg allreduce may make no progress (libagg: 30)")
     p.add_argument("--sync", action="store_true",
@@ -108,6 +112,7 @@ def main():
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     rank, world = args.rank, args.world_size
+    restart_count = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
     dist.init_process_group("gloo", init_method="tcp://" + args.master, rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=120))
@@ -153,7 +158,8 @@ def main():
             idx = order[s * per_step + rank * args.batch:s * per_step + (rank + 1) * args.batch]
             opt.zero_grad(set_to_none=True)
             loss = lossf(ddp(xtr[idx]), ytr[idx])
-            if args.die_at_step == gstep and args.die_rank == rank:
+            if (args.die_at_step == gstep and args.die_rank == rank
+                    and args.die_restart == restart_count):
                 print("dying at step %d" % gstep, flush=True)
                 os._exit(1)
             loss.backward()

@@ -4,8 +4,9 @@
 #
 #   PY                          Debian's python3, where python3-torch installs
 #                               (python3 on PATH may be another one)
-#   TORCH, SKLEARN              prerequisites: $PY imports torch and numpy,
-#                               sklearn.datasets
+#   TORCHRUN                    Debian's torchrun (python3-torch's, for $PY)
+#   TORCH, SKLEARN, TORCHRUN    prerequisites: $PY imports torch and numpy,
+#                               sklearn.datasets; $TORCHRUN runs
 #   py_all OUT W... -- ARGS...  $PY ARGS on every host W at once, waiting for
 #                               all: stdout OUT.W, stderr err.OUT.W, exit
 #                               status rc.OUT.W
@@ -15,14 +16,16 @@
 # build tree (AGG_LIB), as make check builds them.
 
 PY=/usr/bin/python3
+TORCHRUN=/usr/bin/torchrun
 PYTHONPATH=$AGG_SRC/python${PYTHONPATH:+:$PYTHONPATH}
 AGG_LIB=$AGG_BUILD/libagg.so.1
 # no __pycache__ in the source tree
 PYTHONDONTWRITEBYTECODE=1
-export PY PYTHONPATH AGG_LIB PYTHONDONTWRITEBYTECODE
+export PY TORCHRUN PYTHONPATH AGG_LIB PYTHONDONTWRITEBYTECODE
 
 test_lazy_prereq_TORCH='$PY -c "import torch, numpy"'
 test_lazy_prereq_SKLEARN='$PY -c "import sklearn.datasets"'
+test_lazy_prereq_TORCHRUN='test -x "$TORCHRUN" && "$TORCHRUN" --help'
 
 py_all() {
 	py_o=$1 && shift && py_ws= &&
