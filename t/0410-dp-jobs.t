@@ -20,6 +20,17 @@ xdp_prog_of() {
 	vcluster_run "$1" ip -j link show dev eth0 | jq -r '.[0].xdp.prog.id // empty'
 }
 
+# xdp_gone HOST: wait up to 30 s for eth0 to have no XDP program.  The
+# kernel frees an unpinned link from a work queue, so the program leaves
+# the interface a moment after agg-load --unload removed its last pin.
+xdp_gone() {
+	xg=0
+	while [ -n "$(xdp_prog_of "$1")" ]; do
+		xg=$((xg + 1)) && test $xg -lt 300 || { echo "XDP still on $1's eth0"; return 1; }
+		sleep 0.1
+	done
+}
+
 test_expect_success 'two jobs loaded on every host: one dispatcher per interface' '
 	agg-plan --job 1 --size 4000000 hosts.txt >plan1.txt &&
 	agg-plan --job 2 --port 9997 --token 0x2222 -s ps --size 2000000 hosts.txt >plan2.txt &&
@@ -101,7 +112,7 @@ test_expect_success 'unloading one job leaves the other running; the last takes 
 	test_must_fail test -e $AGG_PIN_DIR/2 &&
 	test_must_fail test -e $AGG_PIN_DIR/dev &&
 	for h in $(vcluster_hosts); do
-		test -z "$(xdp_prog_of $h)" || return 1
+		xdp_gone $h || return 1
 	done
 '
 
