@@ -16,13 +16,7 @@
 #     aggregation, quantization or file.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-AGG_SRC=$(cd "$here/.." && pwd)
-PATH=$B:$B/bench:$B/t:$PATH
-export AGG_BUILD=$B PATH
-if [ "$(id -u)" != 0 ]; then echo "dp: needs root (namespaces, XDP): skipped"; exit 0; fi
-. "$AGG_SRC/t/lib/vcluster.sh"
-export AGG_PIN_DIR=/sys/fs/bpf/aggbench-$$
-trap 'vcluster_down; rm -rf "$tmp" "$AGG_PIN_DIR"' EXIT
+bench_cluster dp
 T=${BENCH_SECONDS:-3}
 # The allreduce's links and plan: the largest packets veth takes.
 AR_MTU=${BENCH_MTU:-65535}

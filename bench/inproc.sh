@@ -14,13 +14,7 @@
 # (below 1: faster than the baseline).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-AGG_SRC=$(cd "$here/.." && pwd)
-PATH=$B:$B/bench:$B/t:$PATH
-export AGG_BUILD=$B PATH
-if [ "$(id -u)" != 0 ]; then echo "inproc: needs root (namespaces, XDP): skipped"; exit 0; fi
-. "$AGG_SRC/t/lib/vcluster.sh"
-export AGG_PIN_DIR=/sys/fs/bpf/aggbench-$$
-trap 'vcluster_down; rm -rf "$tmp" "$AGG_PIN_DIR"' EXIT
+bench_cluster inproc
 ITERS=${BENCH_ITERS:-9}
 SEG=${BENCH_SEGMENT:-16368}
 PY=/usr/bin/python3

@@ -17,3 +17,16 @@ cpu_busy() {	# jiffies the machine spent not idle
 	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat
 }
 hz=$(getconf CLK_TCK)
+
+# bench_cluster NAME: what a benchmark on the virtual cluster needs: root
+# (else it says NAME is skipped and exits 0), the tools and test tools on
+# PATH, vcluster.sh, a pin directory of its own; all removed on exit.
+bench_cluster() {
+	AGG_SRC=$(cd "$here/.." && pwd)
+	PATH=$B:$B/bench:$B/t:$PATH
+	export AGG_BUILD=$B PATH
+	if [ "$(id -u)" != 0 ]; then echo "$1: needs root (namespaces, XDP): skipped"; exit 0; fi
+	. "$AGG_SRC/t/lib/vcluster.sh"
+	export AGG_PIN_DIR=/sys/fs/bpf/aggbench-$$
+	trap 'vcluster_down; rm -rf "$tmp" "$AGG_PIN_DIR"' EXIT
+}
