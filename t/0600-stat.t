@@ -63,7 +63,7 @@ test_expect_success 'the text groups every counter once, names at column 0' '
 	sort -u names >names.u &&
 	test_cmp names.u names &&
 	test $(wc -l <names) = 33 &&
-	for g in "packets in" aggregation results recovery drops "sent by agg-send"; do
+	for g in "packets in" aggregation results recovery drops "sent by agg-send and libagg"; do
 		grep -qx "# $g" ps0.stat || return 1
 	done &&
 	for k in other rx added stored relayed served pending probes done fwd_up fanout \
