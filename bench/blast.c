@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 	to.sin_addr = p.node[dst].addr;
 	to.sin_port = htons(p.port);
 	s = socket(AF_INET, SOCK_DGRAM, 0);
-	token = agg_wire_token(&p);	/* hashes the whole plan: once */
+	token = agg_plan_wire_token(&p);	/* hashes the whole plan: once */
 	for (int i = 0; i < BATCH; i++) {
 		struct agg_hdr *h = (struct agg_hdr *)(buf + i * len);
 		int32_t *v = (int32_t *)(h + 1);

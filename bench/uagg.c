@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 		msg[i].msg_hdr.msg_name = &addr[i];
 		msg[i].msg_hdr.msg_namelen = sizeof(addr[i]);
 	}
-	token = agg_wire_token(&p);	/* hashes the whole plan: once */
+	token = agg_plan_wire_token(&p);	/* hashes the whole plan: once */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		int n = recvmmsg(s, msg, BATCH, MSG_WAITFORONE, NULL);

@@ -324,15 +324,10 @@ static int pick_run(const struct agg_opts *o, uint32_t *run)
 static int check_run(struct agg *a)
 {
 	const char *name = a->n.plan.node[a->n.self].name;
-	uint64_t v = agg_ver(a->run, 0);
-	uint64_t now = __atomic_load_n(&a->n.clock->now, __ATOMIC_ACQUIRE);
 	uint64_t sent = __atomic_load_n(&a->n.clock->sent, __ATOMIC_ACQUIRE);
 
-	if (now && agg_ver_run(now) != a->run && agg_ver_cmp(v, now) < 0)
-		return fail(-ESTALE, "run %u is over on node %s: it has seen run %u (a job that "
-			    "starts again needs a newer run on every worker: AGG_RUN, at most "
-			    "%d ahead, modulo 65536)", a->run, name, agg_ver_run(now),
-			    AGG_RUN_AHEAD);
+	if (agg_node_run_over(&a->n, a->run, errmsg, sizeof(errmsg)))
+		return -ESTALE;
 	if (sent && agg_ver_run(sent) == a->run)
 		return fail(-EALREADY, "run %u has sent iterations on node %s already (up to %u): "
 			    "a job that starts again needs a newer run on every worker "

@@ -272,7 +272,7 @@ static int packet(struct agg_cap *c, const uint8_t *d, uint32_t caplen)
 	memcpy(&dst, ip + 16, 4);
 	/* The wire token hashes the whole plan text: once per capture. */
 	if (c->plan && !c->token)
-		c->token = agg_wire_token(c->plan);
+		c->token = agg_plan_wire_token(c->plan);
 	if (c->plan && (le32(h + 8) != c->plan->job || le64(h + 24) != c->token)) {
 		c->foreign++;
 		return 0;

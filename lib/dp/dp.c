@@ -95,9 +95,13 @@ int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 	return 0;
 }
 
-uint64_t agg_wire_token(const struct agg_plan *p)
+void agg_call_segs(const struct agg_layout *l, uint64_t nvalues, uint32_t *ndata,
+		   uint32_t *nexp)
 {
-	return agg_plan_wire_token(p);
+	uint64_t d = (nvalues + l->segment - 1) / l->segment;
+
+	*ndata = (uint32_t)d;
+	*nexp = (uint32_t)((d + l->segment - 1) / l->segment);
 }
 
 size_t agg_slot_size(const struct agg_layout *l)
@@ -534,7 +538,7 @@ int agg_node_open_dir(struct agg_node *n, const char *dir, unsigned flags,
 			 f ? d.msg : strerror(ENOMEM));
 		return -EIO;
 	}
-	n->token = agg_wire_token(&n->plan);
+	n->token = agg_plan_wire_token(&n->plan);
 	n->self = agg_plan_find(&n->plan, nodename);
 	if (n->self < 0) {
 		snprintf(why, whylen, "%s: the stored plan has no node %s", n->dir, nodename);
@@ -651,20 +655,29 @@ static uint64_t clock_raise(__u64 *at, uint64_t ver)
 	return cur;
 }
 
+int agg_node_run_over(const struct agg_node *n, uint32_t run, char *why, size_t whylen)
+{
+	uint64_t now = __atomic_load_n(&n->clock->now, __ATOMIC_ACQUIRE);
+
+	if (!now || agg_ver_cmp(agg_ver(run, 0), now) >= 0 || run == agg_ver_run(now))
+		return 0;
+	snprintf(why, whylen, "run %u is over on node %s: it has seen run %u (a restarted "
+		 "job needs a newer run on every worker: --run, AGG_RUN or torchrun's restart "
+		 "count, at most %d ahead, modulo 65536)", run, n->plan.node[n->self].name,
+		 agg_ver_run(now), AGG_RUN_AHEAD);
+	return -ESTALE;
+}
+
 int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, size_t whylen)
 {
 	const char *name = n->plan.node[n->self].name;
 	__u64 *mark = send ? &n->clock->sent : &n->clock->recvd;
 	uint64_t now = __atomic_load_n(&n->clock->now, __ATOMIC_ACQUIRE), old;
 	char a[64], b[64];
+	int err = agg_node_run_over(n, agg_ver_run(ver), why, whylen);
 
-	if (now && agg_ver_cmp(ver, now) < 0 && agg_ver_run(ver) != agg_ver_run(now)) {
-		snprintf(why, whylen, "run %u is over on node %s: it has seen run %u (a restarted "
-			 "job needs a newer run on every worker: --run or AGG_RUN, at most %d "
-			 "ahead, modulo 65536)", agg_ver_run(ver), name, agg_ver_run(now),
-			 AGG_RUN_AHEAD);
-		return -ESTALE;
-	}
+	if (err)
+		return err;
 	/* The tools may jump runs (a restart), not far within one: the other
 	 * nodes would refuse such an iteration (drop_ahead). */
 	if (agg_ver_run(ver) == agg_ver_run(now) && agg_ver_too_far(ver, now)) {

@@ -40,8 +40,10 @@ void agg_log_libbpf(void);
 int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
 		  char *why, size_t whylen);
 
-/* The token every packet of the plan carries and is checked against. */
-uint64_t agg_wire_token(const struct agg_plan *p);
+/* The wire segments a call of nvalues values (1 .. l->nvalues) uses:
+ * exponent segments [0, *nexp) and data segments [l->nexp, l->nexp + *ndata). */
+void agg_call_segs(const struct agg_layout *l, uint64_t nvalues, uint32_t *ndata,
+		   uint32_t *nexp);
 
 /* Bytes of one "slots" map entry (one chunk of a slot). */
 size_t agg_slot_size(const struct agg_layout *l);
@@ -175,6 +177,9 @@ const char *agg_ver_str(uint64_t ver, char *buf, size_t len);
  * clock (and the sent mark) moved to ver.
  */
 int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, size_t whylen);
+/* Is run over on the node (it has seen a newer one)?  -ESTALE with why set,
+ * else 0.  The first check of agg_node_open_iter. */
+int agg_node_run_over(const struct agg_node *n, uint32_t run, char *why, size_t whylen);
 /* agg-recv delivered ver: later agg-recvs of it (or older) are refused. */
 void agg_node_mark_recvd(struct agg_node *n, uint64_t ver);
 /* The agreed exponent of data segment d (valid once its exponent segment

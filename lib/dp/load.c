@@ -652,7 +652,7 @@ static int configure(struct load_ctx *c)
 	int err;
 
 	skel->rodata->cfg_job = p->job;
-	skel->rodata->cfg_token = agg_wire_token(p);
+	skel->rodata->cfg_token = agg_plan_wire_token(p);
 	skel->rodata->cfg_port = p->port;
 	skel->rodata->cfg_self = c->self;
 	skel->rodata->cfg_self_addr = c->me->addr.s_addr;

@@ -37,6 +37,13 @@ struct agg_culprit {
 int agg_probe_segment(const struct agg_node *n, uint64_t ver, uint32_t seg,
 		      struct agg_culprit *out, int max, int timeout_ms);
 
+/* How long a stalled send or receive probes before its timeout: a fifth
+ * of it, at most 0.5 s. */
+static inline double agg_probe_budget(double timeout)
+{
+	return timeout / 5 < 0.5 ? timeout / 5 : 0.5;
+}
+
 /*
  * One sentence on who holds up wire segments [lo, hi) of version ver (agg_ver) on node n
  * ("" when the probes found nothing), probing the first missing segment of

@@ -33,22 +33,16 @@ int agg_signal_socket(const struct agg_node *n)
 	return s;
 }
 
-/* Time to ask the tree who holds the iteration up, before the deadline. */
-static double probe_budget(double timeout)
-{
-	return timeout / 5 < 0.5 ? timeout / 5 : 0.5;
-}
-
 int agg_recv_wait(const struct agg_node *n, int sock, uint64_t ver, uint32_t ndata,
 		  double timeout, char *why, size_t whylen)
 {
 	const struct agg_layout *l = &n->l;
-	double deadline = agg_now() + timeout, budget = probe_budget(timeout);
-	uint32_t lo = l->nexp, hi = l->nexp + ndata, nexp = (ndata + l->segment - 1) / l->segment;
-	uint32_t miss;
+	double deadline = agg_now() + timeout, budget = agg_probe_budget(timeout);
+	uint32_t lo = l->nexp, hi = l->nexp + ndata, nexp, nd, miss;
 	char probed[600] = "";
 	bool asked = false;
 
+	agg_call_segs(l, (uint64_t)ndata * l->segment, &nd, &nexp);
 	while ((miss = agg_node_missing(n, lo, hi, ver))) {
 		struct pollfd pfd = { .fd = sock, .events = POLLIN };
 		double left = deadline - agg_now();

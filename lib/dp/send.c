@@ -23,15 +23,6 @@
 #include "recv.h"
 #include "send.h"
 
-void agg_call_segs(const struct agg_layout *l, uint64_t nvalues, uint32_t *ndata,
-		   uint32_t *nexp)
-{
-	uint64_t d = (nvalues + l->segment - 1) / l->segment;
-
-	*ndata = (uint32_t)d;
-	*nexp = (uint32_t)((d + l->segment - 1) / l->segment);
-}
-
 void agg_sender_free(struct agg_sender *s)
 {
 	if (s->sock >= 0)
@@ -197,12 +188,6 @@ static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned a
 	return 0;
 }
 
-/* Time to ask the tree who holds the iteration up, before giving up. */
-static double probe_budget(double timeout)
-{
-	return timeout / 5 < 0.5 ? timeout / 5 : 0.5;
-}
-
 /*
  * When a segment without its result is sent again.  A result acknowledges
  * a segment and comes back only when every worker has sent it, so round
@@ -298,7 +283,7 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 {
 	uint32_t window = s->n->l.window, nl = hi - lo < window ? hi - lo : window, busy = nl;
 	struct lane *lane = calloc(nl ? nl : 1, sizeof(*lane));
-	double last = agg_now(), t, budget = probe_budget(c->timeout);
+	double last = agg_now(), t, budget = agg_probe_budget(c->timeout);
 	char probed[600] = "";
 	int err = 0;
 

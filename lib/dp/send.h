@@ -43,11 +43,6 @@ struct agg_send_call {
 	uint64_t nonfinite;		/* out: NaN and Inf in x */
 };
 
-/* The wire segments a call of nvalues values uses: exponent segments
- * [0, *nexp) and data segments [l->nexp, l->nexp + *ndata). */
-void agg_call_segs(const struct agg_layout *l, uint64_t nvalues, uint32_t *ndata,
-		   uint32_t *nexp);
-
 /* 0 or -errno (with errno set). */
 int agg_sender_init(struct agg_sender *s, struct agg_node *n);
 void agg_sender_free(struct agg_sender *s);

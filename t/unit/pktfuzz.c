@@ -998,7 +998,7 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 	f->h.magic = AGG_MAGIC;
 	f->h.type = AGG_T_DATA;
 	f->h.job = p->job;
-	f->h.token = agg_wire_token(p);
+	f->h.token = agg_plan_wire_token(p);
 	f->h.run = (uint16_t)env.run;
 	f->h.seg = l->nexp;	/* the first data segment */
 	for (kv = strtok_r(text, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
