@@ -150,20 +150,9 @@ for n in 4 8; do
 			printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f\n", n, l, "floor", t, 2 * (n - 1) / n * b / t / 1e9, c }'
 		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done
 		if [ -n "$gloo" ]; then
-			pids=; r=0
-			for w in $ws; do
-				vcluster_run $w $PY "$here/gloo.py" $r $n 10.90.0.1 $size $ITERS >"$tmp/gloo.$r" 2>&1 &
-				pids="$pids $!"; r=$((r + 1))
-			done
-			for p in $pids; do wait $p; done
-			if grep -qv '^[0-9.]* [0-9.]*$' "$tmp/gloo.0"; then
-				echo "dp: gloo failed: $(head -3 "$tmp/gloo.0")"
-			else
-				cut -d' ' -f1 "$tmp/gloo.0" >"$tmp/gt"; cut -d' ' -f2 "$tmp/gloo.0" >"$tmp/gc"
-				t=$(med "$tmp/gt"); c=$(med "$tmp/gc")
-				awk -v n=$n -v l=$label -v t=$t -v b=$size -v c=$c \
-					'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f\n", n, l, "gloo", t, 2 * (n - 1) / n * b / t / 1e9, c }'
-			fi
+			bench_gloo dp 10.90.0.1 $size $ITERS $ws
+			[ -z "$gloo_t" ] || awk -v n=$n -v l=$label -v t=$gloo_t -v b=$size -v c=$gloo_c \
+				'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f\n", n, l, "gloo", t, 2 * (n - 1) / n * b / t / 1e9, c }'
 		fi
 	done
 	vcluster_down

@@ -56,21 +56,9 @@ for size in 38000 4000000 100000000; do
 	cat "$tmp"/ip.* | cut -d' ' -f1 >"$tmp/it"; cat "$tmp"/ip.* | cut -d' ' -f2 >"$tmp/ic"
 	inproc=$(med "$tmp/it"); inproc_c=$(med "$tmp/ic")
 	for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done
-	g=
-	if [ -n "$gloo" ]; then
-		pids=; r=0
-		for w in $ws; do
-			vcluster_run $w $PY "$here/gloo.py" $r $n 10.90.0.1 $size "$ITERS" >"$tmp/gloo.$r" 2>&1 &
-			pids="$pids $!"; r=$((r + 1))
-		done
-		for p in $pids; do wait $p; done
-		if grep -qv '^[0-9.]* [0-9.]*$' "$tmp/gloo.0"; then
-			echo "inproc: gloo failed: $(head -3 "$tmp/gloo.0")"
-		else
-			cut -d' ' -f1 "$tmp/gloo.0" >"$tmp/gt"; cut -d' ' -f2 "$tmp/gloo.0" >"$tmp/gc"
-			g=$(med "$tmp/gt"); gc=$(med "$tmp/gc")
-		fi
-	fi
+	gloo_t= gloo_c=
+	[ -z "$gloo" ] || bench_gloo inproc 10.90.0.1 $size "$ITERS" $ws
+	g=$gloo_t gc=$gloo_c
 	awk -v l=$label -v t=$inproc -v c=$inproc_c -v g="$g" -v o=$tools 'BEGIN {
 		printf "%-7s %-7s %10.6f %9.3f %8s %8.2f\n", l, "inproc", t, c,
 			g == "" ? "-" : sprintf("%.2f", t / g), t / o }'

@@ -30,3 +30,25 @@ bench_cluster() {
 	export AGG_PIN_DIR=/sys/fs/bpf/aggbench-$$
 	trap 'vcluster_down; rm -rf "$tmp" "$AGG_PIN_DIR"' EXIT
 }
+
+# bench_gloo NAME MASTER SIZE ITERS WORKER...: Gloo's allreduce
+# (bench/gloo.py) of SIZE bytes among the workers, one rank a worker, the
+# first one's address MASTER the rendezvous; sets gloo_t and gloo_c to the medians of rank 0's times
+# and CPU-seconds, both empty (and NAME says why) when it failed.  Needs
+# $gloo (python3-torch is there) and $PY.
+bench_gloo() {
+	bg_name=$1 bg_master=$2 bg_size=$3 bg_iters=$4 && shift 4
+	gloo_t= gloo_c= bg_pids= bg_r=0 bg_n=$#
+	for bg_w in "$@"; do
+		vcluster_run $bg_w $PY "$here/gloo.py" $bg_r $bg_n $bg_master $bg_size $bg_iters \
+			>"$tmp/gloo.$bg_r" 2>&1 &
+		bg_pids="$bg_pids $!"; bg_r=$((bg_r + 1))
+	done
+	for bg_p in $bg_pids; do wait $bg_p || :; done
+	if grep -qv '^[0-9.]* [0-9.]*$' "$tmp/gloo.0" || [ ! -s "$tmp/gloo.0" ]; then
+		echo "$bg_name: gloo failed: $(head -3 "$tmp/gloo.0")"
+		return 0
+	fi
+	cut -d' ' -f1 "$tmp/gloo.0" >"$tmp/gt"; cut -d' ' -f2 "$tmp/gloo.0" >"$tmp/gc"
+	gloo_t=$(med "$tmp/gt"); gloo_c=$(med "$tmp/gc")
+}
