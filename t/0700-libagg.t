@@ -22,7 +22,6 @@ test_expect_success 'install: header, versioned .so, agg.pc, man 3' '
 test_expect_success 'install: the Python module, which finds the installed library' '
 	py=$(ls -d root/opt/agg/lib/python3*/dist-packages/agg) &&
 	test -f $py/__init__.py && test -f $py/ddp.py &&
-	test -x /usr/bin/python3 || return 0
 	env -u AGG_LIB PYTHONPATH=${py%/agg} /usr/bin/python3 -c "import agg; print(agg.library_path(), agg.version())" >pyout &&
 	cat pyout &&
 	grep "^$PWD/root/opt/agg/lib/libagg.so.1 " pyout
