@@ -82,11 +82,10 @@ test_expect_success 'an aggregator over its capacity (ALEPH Eq. 1), exit 1' '
 	test_cmp want out
 '
 
-test_expect_success 'a root that is not a parameter server, exit 1' '
+test_expect_success 'a worker root with a parent, exit 1' '
 	broken root "s/^tree 0 root=ps0 /tree 0 root=b2 /" &&
 	test_expect_code 1 agg-check plan root.txt >out &&
 	cat >want <<-EOF &&
-	root.txt: tree 0: root b2 is not a parameter server (role=ps)
 	root.txt: tree 0: root b2 has a parent
 	root.txt: tree 0: worker a does not reach root b2 (its chain ends at ps0)
 	root.txt: tree 0: worker b1 does not reach root b2 (its chain ends at ps0)

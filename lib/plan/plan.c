@@ -208,8 +208,6 @@ int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ct
 
 		memset(nparent, 0, p->nnodes * sizeof(int));
 		memset(nkids, 0, p->nnodes * sizeof(int));
-		if (p->node[tr->root].role != AGG_ROLE_PS)
-			REPORT("tree %d: root %s is not a parameter server (role=ps)", t, root);
 		for (int e = 0; e < tr->nedges; e++) {
 			int c = tr->edge[e].child;
 
@@ -222,7 +220,8 @@ int agg_plan_check(const struct agg_plan *p, agg_plan_report_fn report, void *ct
 				       p->node[c].name, p->node[tr->edge[e].parent].name);
 		}
 		for (int i = 0; i < p->nnodes; i++) {
-			if (p->node[i].role != AGG_ROLE_WORKER)
+			/* A root may be a worker (RAT): it has no parent. */
+			if (p->node[i].role != AGG_ROLE_WORKER || i == tr->root)
 				continue;
 			if (nparent[i] == 0)
 				REPORT("tree %d: worker %s has no parent", t, p->node[i].name);
