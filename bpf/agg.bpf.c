@@ -546,6 +546,64 @@ static __always_inline int copy_result(struct xdp_md *ctx, __u32 seg, __u64 ver)
 	return __sync_fetch_and_add(&m->seq, 0) == seq ? 0 : -1;
 }
 
+/* Count a stored data segment of version ver; 1 when it completes the
+ * iteration (the packet becomes the fetch signal). */
+static __always_inline int progress_add(__u64 ver)
+{
+	__u32 k = (__u32)ver % AGG_PROGRESS_SLOTS;
+	struct agg_progress *pg = bpf_map_lookup_elem(&progress, &k);
+	int done;
+
+	if (!pg)
+		return 0;
+	bpf_spin_lock(&pg->lock);
+	if (pg->ver != ver) {
+		pg->ver = ver;
+		pg->count = 0;
+		pg->want = 0;
+	}
+	done = ++pg->count == (pg->want ? pg->want : cfg_nsegs - cfg_nexp);
+	bpf_spin_unlock(&pg->lock);
+	return done;
+}
+
+/*
+ * Store the packet's values as our result of seg, version ver, under the
+ * sequence lock (agg.h, "meta"): 0 stored (*signal: it completes the
+ * iteration), -1 the result is ours already, or a drop counter.
+ */
+static __always_inline int store_result(struct xdp_md *ctx, __u32 seg, __u64 ver,
+					__u32 op, int *signal)
+{
+	struct agg_meta *m = bpf_map_lookup_elem(&meta, &seg);
+	void *res = bpf_map_lookup_elem(&results, &seg);
+	__u32 seq;
+	int c, bad;
+
+	if (!m || !res)
+		return AGG_S_ERROR;
+	seq = *(volatile __u32 *)&m->seq;
+	c = agg_ver_cmp(ver, m->ver);
+	if (c < 0)
+		return AGG_S_DROP_STALE;
+	if (c == 0 && !(seq & 1))
+		return -1;
+	/* The sequence lock: odd while we write; a reader that saw it
+	 * change drops what it read.  Another CPU writing (odd, or the swap
+	 * lost) has this result or a newer one. */
+	if ((seq & 1) || __sync_val_compare_and_swap(&m->seq, seq, seq + 1) != seq)
+		return AGG_S_DROP_DUP;
+	bad = bpf_xdp_load_bytes(ctx, VAL_OFF, res, cfg_segment * 4);
+	m->ver = bad ? 0 : ver;
+	m->op = op;
+	__sync_fetch_and_add(&m->seq, 1);
+	if (bad)
+		return AGG_S_DROP_MALFORMED;
+	count(AGG_S_STORED);
+	*signal = seg >= cfg_nexp && progress_add(ver);
+	return 0;
+}
+
 static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 				     struct agg_tree_info *ti, __u32 bit)
 {
@@ -553,7 +611,7 @@ static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 	__u64 ver = agg_ver(h->run, h->iter);
 	__u32 si = slot_of(h->iter, seg), request = h->type == AGG_T_REQUEST;
 	__u64 expect = ti->expect;
-	int first = AGG_S_ERROR, last = 0, what, sat = 0;
+	int first = AGG_S_ERROR, last = 0, what, sat = 0, sig = 0;
 	struct pkt p;
 
 #pragma clang loop unroll(disable)
@@ -637,42 +695,39 @@ static __always_inline int aggregate(struct xdp_md *ctx, struct agg_hdr *h,
 		return to_tc(ctx, AGG_F_UP);
 	}
 	if (what == AGG_SERVE) {
-		/* The root answers the child that asked, and only it. */
+		/* The root answers the child that asked, and only it; its own
+		 * worker (a worker root) stored the result when the slot
+		 * completed, and asks for nothing. */
 		struct agg_node_info *n = bpf_map_lookup_elem(&nodes, &from);
 
+		if (from == cfg_self)
+			return XDP_DROP;
 		if (!n)
 			return XDP_ABORTED;
 		pkt_address(&p, n, AGG_T_RESULT);
 		return to_tc(ctx, AGG_F_UP);
 	}
-	/* The root: the aggregate is the result; TC copies it to the children. */
+	/* The root: the aggregate is the result.  A worker root keeps it
+	 * for itself as a RESULT from its parent would be kept (and it may
+	 * complete the iteration: the fetch signal); TC copies it to the
+	 * children.  When our own contribution completed the slot, through
+	 * BPF_PROG_RUN, no TC sees the packet: the sender does both
+	 * (agg-wire(7), "Worker roots"). */
+	if (cfg_worker) {
+		int r = store_result(ctx, seg, ver, op, &sig);
+
+		if (r > 0)
+			count(r);	/* counted; the children still need it */
+		if (pkt_parse(ctx, &p))
+			return XDP_ABORTED;
+		sig = r == 0 && sig;
+	}
 	{
 		struct agg_node_info self = { .addr = cfg_self_addr };
 
 		pkt_address(&p, &self, AGG_T_RESULT);
 	}
-	return to_tc(ctx, AGG_F_FANOUT);
-}
-
-/* Count a stored data segment of version ver; 1 when it completes the
- * iteration (the packet becomes the fetch signal). */
-static __always_inline int progress_add(__u64 ver)
-{
-	__u32 k = (__u32)ver % AGG_PROGRESS_SLOTS;
-	struct agg_progress *pg = bpf_map_lookup_elem(&progress, &k);
-	int done;
-
-	if (!pg)
-		return 0;
-	bpf_spin_lock(&pg->lock);
-	if (pg->ver != ver) {
-		pg->ver = ver;
-		pg->count = 0;
-		pg->want = 0;
-	}
-	done = ++pg->count == (pg->want ? pg->want : cfg_nsegs - cfg_nexp);
-	bpf_spin_unlock(&pg->lock);
-	return done;
+	return to_tc(ctx, AGG_F_FANOUT | (sig ? AGG_F_SIGNAL : 0));
 }
 
 static __always_inline int result(struct xdp_md *ctx, struct agg_hdr *h,
@@ -684,38 +739,17 @@ static __always_inline int result(struct xdp_md *ctx, struct agg_hdr *h,
 	struct pkt p;
 
 	if (cfg_worker) {
-		struct agg_meta *m = bpf_map_lookup_elem(&meta, &seg);
-		void *res = bpf_map_lookup_elem(&results, &seg);
-		__u32 seq;
-		int c, bad;
+		int r = store_result(ctx, seg, ver, h->op, &signal);
 
-		if (!m || !res)
-			return drop(AGG_S_ERROR);
-		seq = *(volatile __u32 *)&m->seq;
-		c = agg_ver_cmp(ver, m->ver);
-		if (c < 0)
-			return drop(AGG_S_DROP_STALE);
-		if (c == 0 && !(seq & 1)) {
+		if (r > 0)
+			return drop(r);
+		if (r < 0) {
 			/* Ours already; a resent result still goes on to
 			 * the children, one of which asked for it. */
 			if (!nkids)
 				return drop(AGG_S_DROP_DUP);
 			goto relay;
 		}
-		/* The sequence lock: odd while we write; a reader that saw
-		 * it change drops what it read.  Another CPU writing (odd,
-		 * or the swap lost) has this result or a newer one. */
-		if ((seq & 1) || __sync_val_compare_and_swap(&m->seq, seq, seq + 1) != seq)
-			return drop(AGG_S_DROP_DUP);
-		bad = bpf_xdp_load_bytes(ctx, VAL_OFF, res, cfg_segment * 4);
-		m->ver = bad ? 0 : ver;
-		m->op = h->op;
-		__sync_fetch_and_add(&m->seq, 1);
-		if (bad)
-			return drop(AGG_S_DROP_MALFORMED);
-		count(AGG_S_STORED);
-		if (seg >= cfg_nexp)
-			signal = progress_add(ver);
 	} else {
 relay:
 		if (!nkids)

@@ -295,10 +295,13 @@ enum agg_sent {
 	AGG_SENT_WIRE,		/* segments sent on the wire */
 	AGG_SENT_LOCAL,		/* segments put into our own program */
 	AGG_SENT_RESENT,	/* of those, resends */
+	AGG_SENT_FANOUT,	/* results a worker root sent its children itself */
+	AGG_SENT_SIGNALS,	/* fetch signals a worker root delivered itself */
 	AGG_SENT_COUNT,
 };
 
-#define AGG_SENT_NAMES { "iterations", "sent", "sent_local", "resent", }
+#define AGG_SENT_NAMES { "iterations", "sent", "sent_local", "resent", \
+	"sent_fanout", "sent_signals", }
 
 /*
  * The XDP dispatcher of an interface (bpf/dispatch.bpf.c), pinned under

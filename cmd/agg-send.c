@@ -215,11 +215,9 @@ int main(int argc, char **argv)
 	}
 out:
 	if (n.fd_sent >= 0 && taken) {
-		uint64_t add[AGG_SENT_COUNT] = {
-			[AGG_SENT_ITERS] = 1, [AGG_SENT_WIRE] = s.sent_remote,
-			[AGG_SENT_LOCAL] = s.sent_local, [AGG_SENT_RESENT] = s.resent,
-		};
+		uint64_t add[AGG_SENT_COUNT];
 
+		agg_sender_counters(&s, 1, add);
 		if (agg_sent_add(n.fd_sent, add))
 			agg_warn("cannot update the counters of %s/sent: %s", n.dir, strerror(errno));
 	}

@@ -186,11 +186,9 @@ static void from_float(const float *x, size_t n, enum agg_dtype t, void *buf)
 /* Add what the sender did to the node's "sent" map, as agg-send does. */
 static void flush_counters(struct agg *a, bool force)
 {
-	uint64_t now[AGG_SENT_COUNT] = {
-		[AGG_SENT_ITERS] = a->iters, [AGG_SENT_WIRE] = a->s.sent_remote,
-		[AGG_SENT_LOCAL] = a->s.sent_local, [AGG_SENT_RESENT] = a->s.resent,
-	}, add[AGG_SENT_COUNT];
+	uint64_t now[AGG_SENT_COUNT], add[AGG_SENT_COUNT];
 
+	agg_sender_counters(&a->s, a->iters, now);
 	if (!force && agg_now() - a->flushed_at < FLUSH_EVERY)
 		return;
 	for (int k = 0; k < AGG_SENT_COUNT; k++)

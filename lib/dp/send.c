@@ -31,11 +31,25 @@ void agg_sender_free(struct agg_sender *s)
 		close(s->sig);
 	free(s->parent);
 	free(s->local);
+	free(s->root);
+	free(s->kid);
+	free(s->kid_first);
 	free(s->frame);
 	free(s->out);
 	free(s->exps);
 	memset(s, 0, sizeof(*s));
 	s->sock = s->sig = -1;
+}
+
+void agg_sender_counters(const struct agg_sender *s, uint64_t iters,
+			 uint64_t out[AGG_SENT_COUNT])
+{
+	out[AGG_SENT_ITERS] = iters;
+	out[AGG_SENT_WIRE] = s->sent_remote;
+	out[AGG_SENT_LOCAL] = s->sent_local;
+	out[AGG_SENT_RESENT] = s->resent;
+	out[AGG_SENT_FANOUT] = s->fanned;
+	out[AGG_SENT_SIGNALS] = s->signalled;
 }
 
 int agg_sender_init(struct agg_sender *s, struct agg_node *n)
@@ -52,17 +66,28 @@ int agg_sender_init(struct agg_sender *s, struct agg_node *n)
 	s->n = n;
 	s->parent = calloc(p->ntrees, sizeof(*s->parent));
 	s->local = calloc(p->ntrees, sizeof(*s->local));
+	s->root = calloc(p->ntrees, sizeof(*s->root));
+	s->kid_first = calloc(p->ntrees + 1, sizeof(*s->kid_first));
+	s->kid = calloc(p->ntrees * (size_t)(AGG_MAX_KIDS + 1), sizeof(*s->kid));
 	s->frame_len = sizeof(*eth) + sizeof(*ip) + sizeof(*udp) + sizeof(struct agg_hdr) +
 		       4 * (size_t)n->l.segment;
 	s->frame = calloc(1, s->frame_len);
 	s->out = calloc(1, s->frame_len + sizeof(struct agg_tcmeta));
 	s->exps = malloc(sizeof(*s->exps) * (n->l.ndata ? n->l.ndata : 1));
-	if (!s->parent || !s->local || !s->frame || !s->out || !s->exps)
+	if (!s->parent || !s->local || !s->root || !s->kid_first || !s->kid || !s->frame || !s->out ||
+	    !s->exps)
 		goto nomem;
 	for (int t = 0; t < p->ntrees; t++) {
-		int par = p->tree[t].parent[n->self];
+		int par = p->tree[t].parent[n->self], kids[AGG_MAX_KIDS];
+		int nk = agg_plan_children(p, t, n->self, kids, AGG_MAX_KIDS);
 
-		s->local[t] = agg_plan_children(p, t, n->self, NULL, 0) > 0;
+		s->local[t] = nk > 0;
+		s->root[t] = par < 0;
+		s->kid_first[t + 1] = s->kid_first[t];
+		for (int k = 0; par < 0 && k < nk && k < AGG_MAX_KIDS; k++)
+			s->kid[s->kid_first[t + 1]++] = (struct sockaddr_in){
+				.sin_family = AF_INET, .sin_addr = p->node[kids[k]].addr,
+				.sin_port = htons(p->port) };
 		if (!s->local[t] && par < 0) {
 			errno = EINVAL;	/* a worker outside a tree: agg_plan_check forbids */
 			goto fail;
@@ -127,6 +152,50 @@ static int32_t *frame_vals(struct agg_sender *s)
 	return (int32_t *)(frame_hdr(s) + 1);
 }
 
+/* The UDP payload at h (an agg header and its values) to dst, waiting
+ * while the socket's buffer is full. */
+static int send_to(struct agg_sender *s, const struct agg_hdr *h,
+		   const struct sockaddr_in *dst)
+{
+	size_t len = s->frame_len - ((uint8_t *)frame_hdr(s) - s->frame);
+
+	while (sendto(s->sock, h, len, 0, (const struct sockaddr *)dst, sizeof(*dst)) < 0) {
+		if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		usleep(50);
+	}
+	return 0;
+}
+
+/*
+ * Our own contribution completed a slot where we are the tree's root (a
+ * worker root, RAT): our XDP program stored the result here and handed it
+ * back as a RESULT for TC's fan-out, which a BPF_PROG_RUN frame never
+ * reaches.  Send it to the tree's children from here, and wake the node's
+ * receiver when it completed the iteration (AGG_F_SIGNAL).
+ */
+static int fan_out(struct agg_sender *s, unsigned t, const struct agg_hdr *h, bool signal)
+{
+	for (unsigned k = s->kid_first[t]; k < s->kid_first[t + 1]; k++) {
+		int err = send_to(s, h, &s->kid[k]);
+
+		if (err)
+			return err;
+		s->fanned++;
+	}
+	if (signal) {
+		const struct agg_plan *p = &s->n->plan;
+		struct sockaddr_in me = { .sin_family = AF_INET,
+					  .sin_addr = p->node[s->n->self].addr,
+					  .sin_port = htons(p->port + 1) };
+
+		/* A wake-up only: the receiver reads the results map. */
+		if (sendto(s->sock, "", 0, 0, (struct sockaddr *)&me, sizeof(me)) == 0)
+			s->signalled++;
+	}
+	return 0;
+}
+
 /* Send the segment in the frame's header and values, as the attempt-th
  * resend (0: the first transmission). */
 static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned attempt)
@@ -134,6 +203,7 @@ static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned a
 	const struct agg_plan *p = &s->n->plan;
 	struct agg_hdr *h = frame_hdr(s);
 	unsigned t = agg_plan_seg_tree(p, seg);
+	int err;
 
 	h->magic = AGG_MAGIC;
 	h->type = AGG_T_DATA;
@@ -172,20 +242,15 @@ static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned a
 			return 0;	/* in the slot (or a duplicate, counted) */
 		h = (struct agg_hdr *)(s->out + ml + ((uint8_t *)h - s->frame));
 		if (o.retval != XDP_PASS || o.data_size_out != s->frame_len + ml ||
-		    ctx_out.data != ml || !(m->flags & AGG_F_UP))
+		    ctx_out.data != ml || !(m->flags & (AGG_F_UP | AGG_F_FANOUT)))
 			return -EPROTO;
+		if (m->flags & AGG_F_FANOUT)
+			return fan_out(s, t, h, m->flags & AGG_F_SIGNAL);
 	}
-	for (;;) {
-		if (sendto(s->sock, h, s->frame_len - ((uint8_t *)frame_hdr(s) - s->frame), 0,
-			   (struct sockaddr *)&s->parent[t], sizeof(s->parent[t])) >= 0)
-			break;
-		if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
-			return -errno;
-		usleep(50);
-	}
-	if (!s->local[t])
+	err = send_to(s, h, &s->parent[t]);
+	if (!err && !s->local[t])
 		s->sent_remote++;
-	return 0;
+	return err;
 }
 
 /*
@@ -324,7 +389,10 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 				}
 				l->seg += window;
 				l->attempt = 0;
-			} else if (t - l->sent > rto(s, l->attempt, t - last)) {
+			} else if (t - l->sent > rto(s, l->attempt, t - last) &&
+				   !s->root[agg_plan_seg_tree(&s->n->plan, l->seg)]) {
+				/* (A root's own contribution went into its
+				 * own program: it cannot be lost.) */
 				l->attempt++;
 			} else {
 				continue;

@@ -23,6 +23,10 @@ struct agg_sender {
 	int sig;			/* the fetch signal's socket, or -1 */
 	struct sockaddr_in *parent;	/* per tree: where a leaf sends */
 	bool *local;			/* per tree: aggregate here (BPF_PROG_RUN) */
+	bool *root;			/* per tree: we are its root (a worker root) */
+	struct sockaddr_in *kid;	/* a worker root's children: those of tree
+					 * t are kid[kid_first[t] .. kid_first[t + 1]) */
+	unsigned *kid_first;
 	uint8_t *frame;			/* eth + ip + udp + agg header + values */
 	uint8_t *out;			/* the frame after our XDP program ran,
 					 * behind its metadata (struct agg_tcmeta) */
@@ -31,6 +35,8 @@ struct agg_sender {
 	double rtt_med;			/* median round trip, s */
 	/* what the calls did, added up */
 	uint64_t sent_local, sent_remote, resent;
+	uint64_t fanned;		/* results a worker root sent its children */
+	uint64_t signalled;		/* fetch signals a worker root delivered */
 };
 
 /* What one call sends: the first nvalues of the plan's gradient. */
@@ -42,6 +48,11 @@ struct agg_send_call {
 	double timeout;			/* give up after this long without progress */
 	uint64_t nonfinite;		/* out: NaN and Inf in x */
 };
+
+/* What the calls did so far, as the "sent" map counts it (enum agg_sent),
+ * iters being the caller's count of calls. */
+void agg_sender_counters(const struct agg_sender *s, uint64_t iters,
+			 uint64_t out[AGG_SENT_COUNT]);
 
 /* 0 or -errno (with errno set). */
 int agg_sender_init(struct agg_sender *s, struct agg_node *n);

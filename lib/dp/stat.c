@@ -53,8 +53,9 @@ const struct agg_stat_group agg_stat_groups[] = {
 			 AGG_S_DROP_MEMBER, AGG_S_DROP_MAC, AGG_S_DROP_FLAGS,
 			 AGG_S_DROP_RUN, AGG_S_DROP_AHEAD, AGG_S_DROP_ROUTE,
 			 AGG_S_DROP_SEG, AGG_S_ERROR, AGG_S_TX_FAIL } },
-	{ "sent by agg-send and libagg", 3, { AGG_STAT_SENT(AGG_SENT_ITERS), AGG_STAT_SENT(AGG_SENT_WIRE),
-				  AGG_STAT_SENT(AGG_SENT_LOCAL) } },
+	{ "sent by agg-send and libagg", 5, { AGG_STAT_SENT(AGG_SENT_ITERS), AGG_STAT_SENT(AGG_SENT_WIRE),
+				  AGG_STAT_SENT(AGG_SENT_LOCAL), AGG_STAT_SENT(AGG_SENT_FANOUT),
+				  AGG_STAT_SENT(AGG_SENT_SIGNALS) } },
 };
 const int agg_stat_ngroups = sizeof(agg_stat_groups) / sizeof(agg_stat_groups[0]);
 
