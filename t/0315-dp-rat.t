@@ -44,10 +44,71 @@ test_expect_success 'a plan whose every tree is rooted at a worker loads' '
 	dp_setup hosts.txt plan.txt
 '
 
-test_expect_success 'three iterations: every worker gets the same bits, within 1e-6 of the float64 sum' '
-	for i in 1 2 3; do
+# Iterations under loss (AGG_LOSS_ITERS): about a second each at 10%.
+ITERS=${AGG_LOSS_ITERS:-10}
+K=3
+
+# Counter NAME of NODE summed over what every node's agg-stat says now.
+count_all() {
+	for h in $(vcluster_hosts); do dp_stat "$h" "$1"; done | awk '{ s += $1 } END { print s + 0 }'
+}
+
+snapshot() {
+	for h in $(vcluster_hosts); do agg-stat --node "$h" >"stat.$1.$h" || return 1; done
+}
+
+# NAME of NODE between snapshots A and B.
+delta() {
+	awk -v k="$1" '$1 == k { v[FILENAME] = $2 } END { print v[ARGV[2]] - v[ARGV[1]] }' \
+		"stat.$3.$2" "stat.$4.$2"
+}
+
+test_expect_success "$K iterations: every worker gets the same bits, within 1e-6 of the float64 sum" '
+	for i in $(seq $K); do
 		dp_inputs $i && dp_allreduce $i && dp_check $i || return 1
 	done
+'
+
+segs=$(( (1000000 + 127) / 128 + 62 ))
+
+test_expect_success 'every segment completed once, at its tree root; every worker stored it and was signalled' '
+	test "$(count_all done)" = $((K * segs)) &&
+	test "$(count_all fwd_up)" = 0 &&
+	for w in $(dp_workers); do
+		test "$(dp_stat $w stored)" = $((K * segs)) &&
+		test $(( $(dp_stat $w signals) + $(dp_stat $w sent_signals) )) = $K &&
+		agg-stat --node $w | awk "\$1 ~ /^drop_/ && \$1 != \"drop_dup\" && \$2 != 0 { print; exit 1 }" ||
+		return 1
+	done &&
+	# a root whose own contribution came last sent the result down itself
+	test "$(count_all sent_fanout)" -gt 0 &&
+	test "$(count_all fanout)" -gt 0
+'
+
+test_expect_success "$ITERS iterations bit-exact with 10% loss on every port, both directions" '
+	snapshot a &&
+	loss_on 100000 &&
+	i=$K &&
+	while [ $i -lt $((K + ITERS)) ]; do
+		i=$((i + 1)) && k=$((i % K + 1)) &&
+		for w in $(dp_workers); do cp in.$k.$w in.$i.$w || return 1; done &&
+		dp_allreduce $i &&
+		for w in $(dp_workers); do cmp out.$k.$w out.$i.$w || return 1; done || return 1
+	done &&
+	test "$(loss_stat dropped_in)" -gt 0 && test "$(loss_stat dropped_out)" -gt 0 &&
+	loss_off &&
+	snapshot b &&
+	done_n=0 && retx=0 &&
+	for h in $(vcluster_hosts); do
+		done_n=$((done_n + $(delta done $h a b))) &&
+		retx=$((retx + $(delta retx $h a b))) &&
+		test "$(delta stored $h a b)" = $((ITERS * segs)) &&
+		for c in drop_busy drop_malformed drop_job drop_token drop_member drop_route drop_seg error; do
+			test "$(delta $c $h a b)" = 0 || { echo "$h: $c $(delta $c $h a b)"; return 1; }
+		done || return 1
+	done &&
+	test $done_n = $((ITERS * segs)) &&
+	test $retx -gt 0
 '
 
 test_done
