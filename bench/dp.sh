@@ -7,13 +7,14 @@
 #     (bpf/copy.bpf.c: what reading it costs) and a user-space recvmmsg
 #     aggregator;
 #  2. allreduce: time and bus bandwidth (nccl-tests: 2(n-1)/n x bytes /
-#     time) of agg among 4 and 8 workers for 10 MB and 100 MB, against
-#     Gloo's ring allreduce on the same namespaces when python3-torch is
-#     installed; CPU seconds of the whole machine during each; and the
-#     floor: the allreduce's packets (n x size up, n x size down, in full
-#     segments) at part 1's XDP_DROP rate, spread over every core, which
-#     is what moving those bytes through these veths costs before any
-#     aggregation, quantization or file.
+#     time) of agg among 4 and 8 workers for 10 MB and 100 MB, with a
+#     parameter server's plan (-s ps) and RAT's worker-rooted trees (-s
+#     rat, no PS), each through the tools (agg-recv --in-place and
+#     agg-send on every worker, files in /dev/shm) and through the library
+#     in-process (bench/inproc.c), against Gloo's ring allreduce on the
+#     same namespaces in its best configuration (no XDP program on the
+#     bridge ports, so veth keeps TSO) when python3-torch is installed;
+#     CPU seconds of the whole machine during each.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 bench_cluster dp
@@ -96,64 +97,84 @@ gloo=
 PY=/usr/bin/python3	# Debian's, where python3-torch installs
 if $PY -c 'import torch.distributed' 2>/dev/null; then gloo=yes; fi
 echo "allreduce: median of $ITERS iterations after one warm-up; MTU $AR_MTU,"
-echo "segment $AR_SEG, slots ${AR_SLOTS:-$(agg-plan --segment $AR_SEG "$tmp/rate.txt" | sed -n "1s/.* slots=\([0-9]*\) .*/\1/p")}; agg's time is the wall time of starting agg-recv and"
-echo "agg-send on every worker until all results are written (/dev/shm);"
-echo "send_s: the slowest agg-send's own time from its input in memory to"
-echo "every result on its node (no process start, no file I/O), as Gloo's is;"
-echo "agg: agg-recv replaces FILE through a temporary file (the default),"
-echo "agg-ip: agg-recv --in-place rewrites FILE's own pages;"
-echo "floor: the allreduce's packets at the XDP_DROP rate of segment $AR_SEG"
-echo "above, on all $(nproc) cores: moving the bytes, no aggregation, no files"
-printf '%-8s %-6s %-6s %9s %10s %9s %9s %10s\n' workers size impl seconds busbw_GB/s cpu_s send_s send_busbw
+echo "segment $AR_SEG, slots ${AR_SLOTS:-agg-plan's default}; plan ps: every worker"
+echo "to a parameter server; plan rat: one tree rooted at each worker, no PS;"
+echo "tools: agg-recv --in-place and agg-send started on every worker until"
+echo "all results are in /dev/shm; lib: libagg's agg_allreduce in one process"
+echo "per worker that opened its node once (bench/inproc.c); gloo: Gloo's ring"
+echo "(torch.distributed) without XDP on the bridge ports; vs_gloo: time and"
+echo "CPU-seconds over Gloo's; cpu_s: the whole machine's busy CPU time"
+printf '%-7s %-6s %-5s %-6s %9s %10s %7s %8s %8s\n' workers size plan impl seconds busbw_GB/s cpu_s t/gloo cpu/gloo
+# row N LABEL PLAN IMPL SECONDS CPU BYTES: one line, the ratios to gloo's
+# (set before, for this size) when there is one
+row() {
+	awk -v n=$1 -v l=$2 -v p=$3 -v i=$4 -v t=$5 -v c=$6 -v b=$7 -v gt="${gt:-}" -v gc="${gc:-}" 'BEGIN {
+		printf "%-7s %-6s %-5s %-6s %9.3f %10.3f %7.2f %8s %8s\n", n, l, p, i, t,
+			2 * (n - 1) / n * b / t / 1e9, c, gt == "" ? "-" : sprintf("%.2f", t / gt),
+			gc == "" ? "-" : sprintf("%.2f", c / gc) }'
+}
 for n in 4 8; do
 	{
-		echo "ps0 10.90.0.100 bw=40 role=ps"
+		echo "ps0 10.90.0.100 bw=10 role=ps"
 		i=1; while [ $i -le $n ]; do echo "w$i 10.90.0.$i bw=10"; i=$((i + 1)); done
 	} >"$tmp/ar$n.txt"
+	grep -v role=ps "$tmp/ar$n.txt" >"$tmp/ar$n-nops.txt"
 	VCLUSTER_MTU=$AR_MTU vcluster_up "$tmp/ar$n.txt" aggba$$- || exit 1
+	ws=$(grep -v role=ps "$tmp/ar$n.txt" | awk '{ print $1 }')
+	run=0
 	for size in 10000000 100000000; do
 		label=$((size / 1000000))MB
-		agg-plan --segment $AR_SEG ${AR_SLOTS:+--slots $AR_SLOTS} --size $size "$tmp/ar$n.txt" >"$tmp/p"
-		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load "$tmp/p" || exit 1; done
-		ws=$(awk '$1 == "node" && !/ role=ps/ { print $2 }' "$tmp/p")
+		gt= gc=
+		if [ -n "$gloo" ]; then
+			# Gloo's best here: no XDP on the ports, so veth keeps TSO
+			for h in $(vcluster_hosts); do
+				ip -n "$(vcluster_brns)" link set dev "$(vcluster_port $h)" xdp off
+			done
+			bench_gloo dp 10.90.0.1 $size $ITERS $ws
+			gt=$gloo_t gc=$gloo_c
+			for h in $(vcluster_hosts); do
+				ip -n "$(vcluster_brns)" link set dev "$(vcluster_port $h)" \
+					xdp${VCLUSTER_XDP_MODE:+$([ "$VCLUSTER_XDP_MODE" = native ] && echo drv || echo generic)} \
+					obj "$B/pass.bpf.o" sec xdp.frags || exit 1
+			done
+		fi
 		shm=$(mktemp -d /dev/shm/aggbench.XXXXXX)
 		for w in $ws; do gradtool gen $((size / 4)) 2048 1 >"$shm/in.$w"; done
-		# agg: agg-recv replaces its FILE through a temporary file (the
-		# default); agg-ip: agg-recv --in-place rewrites it
-		it=0
-		for impl in agg agg-ip; do
-			: >"$tmp/times"; : >"$tmp/cpus"; : >"$tmp/sends"
-			ropt=; [ $impl = agg-ip ] && ropt=--in-place
-			last=$((it + ITERS))
-			while [ $it -le $last ]; do
+		for plan in ps rat; do
+			if [ $plan = ps ]; then hosts=$tmp/ar$n.txt; else hosts=$tmp/ar$n-nops.txt; fi
+			agg-plan -s $plan --segment $AR_SEG ${AR_SLOTS:+--slots $AR_SLOTS} --size $size \
+				"$hosts" >"$tmp/p"
+			nodes=$(awk '$1 == "node" { print $2 }' "$tmp/p")
+			for h in $nodes; do vcluster_run "$h" agg-load "$tmp/p" || exit 1; done
+			# tools: a run of its own, one warm-up
+			: >"$tmp/times"; : >"$tmp/cpus"; it=0
+			while [ $it -le "$ITERS" ]; do
 				c0=$(cpu_busy); t0=$(now); pids=
-				for w in $ws; do vcluster_run $w agg-recv $ropt --iter $it --timeout 60 "$shm/out.$w" & pids="$pids $!"; done
-				for w in $ws; do vcluster_run $w agg-send -j --iter $it --timeout 30 "$shm/in.$w" >"$shm/s.$w" & pids="$pids $!"; done
+				for w in $ws; do AGG_RUN=$run vcluster_run $w agg-recv --in-place --iter $it --timeout 60 "$shm/out.$w" & pids="$pids $!"; done
+				for w in $ws; do AGG_RUN=$run vcluster_run $w agg-send --iter $it --timeout 30 "$shm/in.$w" & pids="$pids $!"; done
 				ok=1; for p in $pids; do wait $p || ok=0; done
 				t1=$(now); c1=$(cpu_busy)
-				[ $ok = 1 ] || { echo "dp: agg allreduce failed"; exit 1; }
-				if [ $it -gt $((last - ITERS)) ]; then
-					cat "$shm"/s.* | jq -s "map(.seconds) | max" >>"$tmp/sends"
+				[ $ok = 1 ] || { echo "dp: agg allreduce ($plan, tools) failed"; exit 1; }
+				if [ $it -gt 0 ]; then
 					echo "$t1 - $t0" | bc -l >>"$tmp/times"
 					echo "($c1 - $c0) / $hz" | bc -l >>"$tmp/cpus"
 				fi
 				it=$((it + 1))
 			done
-			t=$(med "$tmp/times"); c=$(med "$tmp/cpus"); s=$(med "$tmp/sends")
-			awk -v n=$n -v l=$label -v i=$impl -v t=$t -v b=$size -v c=$c -v s=$s \
-				'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f %9.3f %10.3f\n", n, l, i, t, 2 * (n - 1) / n * b / t / 1e9, c, s, 2 * (n - 1) / n * b / s / 1e9 }'
+			row $n $label $plan tools "$(med "$tmp/times")" "$(med "$tmp/cpus")" $size
+			# lib: a newer run, in-process
+			run=$((run + 1)); pids=
+			for w in $ws; do
+				AGG_RUN=$run vcluster_run $w inproc $size "$ITERS" >"$tmp/ip.$w" 2>&1 & pids="$pids $!"
+			done
+			for p in $pids; do wait $p || { echo "dp: inproc ($plan) failed: $(cat "$tmp"/ip.*)"; exit 1; }; done
+			cat "$tmp"/ip.* | cut -d' ' -f1 >"$tmp/it"; cat "$tmp"/ip.* | cut -d' ' -f2 >"$tmp/ic"
+			row $n $label $plan lib "$(med "$tmp/it")" "$(med "$tmp/ic")" $size
+			run=$((run + 1))
+			for h in $nodes; do vcluster_run "$h" agg-load --unload --node "$h"; done
 		done
 		rm -rf "$shm"
-		eval "d=\$drop_pps_$AR_SEG"
-		awk -v n=$n -v l=$label -v b=$size -v seg=$AR_SEG -v d="$d" -v ncpu="$(nproc)" 'BEGIN {
-			pk = 2 * n * int((b / 4 + seg - 1) / seg); c = pk / d; t = c / ncpu
-			printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f\n", n, l, "floor", t, 2 * (n - 1) / n * b / t / 1e9, c }'
-		for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done
-		if [ -n "$gloo" ]; then
-			bench_gloo dp 10.90.0.1 $size $ITERS $ws
-			[ -z "$gloo_t" ] || awk -v n=$n -v l=$label -v t=$gloo_t -v b=$size -v c=$gloo_c \
-				'BEGIN { printf "%-8s %-6s %-6s %9.3f %10.3f %9.2f\n", n, l, "gloo", t, 2 * (n - 1) / n * b / t / 1e9, c }'
-		fi
+		[ -z "$gt" ] || row $n $label - gloo "$gt" "$gc" $size
 	done
 	vcluster_down
 done

@@ -5,6 +5,7 @@ test_description='worker-rooted trees (RAT without a PS): bit-exact, with loss'
 . "$TEST_DIRECTORY/lib/vcluster.sh"
 . "$TEST_DIRECTORY/lib/dp.sh"
 . "$TEST_DIRECTORY/lib/loss.sh"
+. "$TEST_DIRECTORY/lib/torch.sh"
 
 test_require ROOT,NETNS,BPF "XDP and tcx on namespaces need root and bpffs"
 command -v nc >/dev/null || skip_all "no nc (make deps installs netcat-openbsd)"
@@ -109,6 +110,37 @@ test_expect_success "$ITERS iterations bit-exact with 10% loss on every port, bo
 	done &&
 	test $done_n = $((ITERS * segs)) &&
 	test $retx -gt 0
+'
+
+# libagg in-process (through the Python binding), a newer run: the sums
+# of 3 calls of different lengths, against float64, the same bits on
+# every worker (a digest each).
+cat >lib.py <<'EOF_PY'
+import hashlib, sys
+import numpy as np
+import agg
+a = agg.Agg(timeout=30)
+h = hashlib.sha256()
+for case, n in enumerate((1000000, 777, 128 * 3000 + 5)):
+    xs = [np.random.default_rng([case, k]).standard_normal(n).astype(np.float32)
+          for k in range(a.world_size)]
+    x = xs[a.rank].copy()
+    a.allreduce(x)
+    ref = np.sum(np.asarray(xs, np.float64), axis=0)
+    # the data plane's bound: 1e-6 of the largest input magnitude in the
+    # element's segment (128 values)
+    big = np.repeat(np.maximum.reduceat(np.max(np.abs(xs), axis=0), np.arange(0, n, 128)), 128)[:n]
+    bad = np.abs(x - ref) > 1e-6 * big
+    if bad.any():
+        sys.exit("case %d: %d values off by more than 1e-6 of their segment" % (case, bad.sum()))
+    h.update(x.tobytes())
+print(h.hexdigest())
+EOF_PY
+
+test_expect_success TORCH 'libagg in-process on worker roots: float64 sums, the same bits everywhere' '
+	AGG_RUN=1 py_all lib $(dp_workers) -- lib.py &&
+	test "$(py_rcs lib $(dp_workers))" = "0 0 0 0 " &&
+	test "$(cat $(for w in $(dp_workers); do echo lib.$w; done) | sort -u | wc -l)" = 1
 '
 
 test_done
