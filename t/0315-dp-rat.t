@@ -86,6 +86,13 @@ test_expect_success 'every segment completed once, at its tree root; every worke
 	test "$(count_all fanout)" -gt 0
 '
 
+test_expect_success 'agg-stat and agg-check on a worker root' '
+	agg-stat --node w1 | head -1 | grep " w1 10.90.0.2 root,leaf, " &&
+	for w in $(dp_workers); do
+		agg-check --node $w --iter $K >check.$w || { cat check.$w; return 1; }
+	done
+'
+
 test_expect_success "$ITERS iterations bit-exact with 10% loss on every port, both directions" '
 	snapshot a &&
 	loss_on 100000 &&
