@@ -72,7 +72,9 @@ static const struct argp_option options[] = {
 	  0, "b: bandwidth one worker's gradient needs (default: the smallest worker bw)", 0 },
 	{ "cpu-demand", OPT_CPU_DEMAND, "CORES", 0,
 	  "c: cores one aggregated worker costs (default 0.1)", 0 },
-	{ "trees", OPT_TREES, "N", 0, "rat: number of trees (default: one per PS)", 0 },
+	{ "trees", OPT_TREES, "N", 0,
+	  "rat: number of trees, each rooted at a different host (default: one per host, "
+	  "at most 64)", 0 },
 	{ "eval", 'e', NULL, 0, "Print the cost model of every scheme instead of the plan", 0 },
 	{ "dot", OPT_DOT, NULL, 0, "Print the trees as a Graphviz digraph", 0 },
 	{ 0 }
@@ -316,15 +318,29 @@ static void print_eval_row(const struct agg_plan *p, const struct agg_eval *e)
 	agg_print_obj_close();
 }
 
+/* A scheme the hosts cannot run (no parameter server): "-" in every
+ * column, null in JSON. */
+static void print_eval_none(enum agg_scheme s)
+{
+	agg_print_obj_open(NULL);
+	agg_print_str("scheme", "%-6s", agg_scheme_name(s));
+	agg_print_null("time_s", " %9s");
+	agg_print_null("bottleneck", " %-12s");
+	agg_print_null("root_bytes", " %13s");
+	agg_print_null("aggregators", " %11s");
+	agg_print_null("clusters", " %8s");
+	agg_print_null("cross_region_bytes", " %18s");
+	agg_print_null("chain", " %5s");
+	agg_print_null("mean_hops", " %9s\n");
+	agg_print_obj_close();
+}
+
 /* Evaluate every scheme on the same hosts and options. */
 static int run_eval(const struct agg_hosts *h)
 {
 	enum agg_scheme schemes[] = { AGG_SCHEME_PS, AGG_SCHEME_RING,
 				      AGG_SCHEME_ALEPH, AGG_SCHEME_RAT };
-	bool regions = false;
 
-	for (int i = 0; i < h->n; i++)
-		regions |= h->host[i].rack[0] || h->host[i].pod[0];
 	agg_print_arr_open(NULL);
 	agg_print_text("%-6s %9s %-12s %13s %11s %8s %18s %5s %9s\n", "scheme",
 		       "time_s", "bottleneck", "root_bytes", "aggregators",
@@ -335,15 +351,20 @@ static int run_eval(const struct agg_hosts *h)
 		struct agg_eval e;
 		int err;
 
-		if (schemes[k] == AGG_SCHEME_RAT && !regions)
+		if ((schemes[k] == AGG_SCHEME_PS || schemes[k] == AGG_SCHEME_ALEPH) &&
+		    !agg_hosts_count_role(h, AGG_ROLE_PS)) {
+			agg_info("%s: no parameter server among the hosts", agg_scheme_name(schemes[k]));
+			print_eval_none(schemes[k]);
 			continue;
+		}
 		p.node = NULL;
 		p.tree = NULL;
 		p.ntrees = 0;
 		p.seg_map = NULL;
 		p.scheme = schemes[k] == AGG_SCHEME_RING ? AGG_SCHEME_PS : schemes[k];
-		err = agg_tree_build(&p, h, schemes[k] == AGG_SCHEME_RAT ? env.trees : 0,
-				     &info);
+		/* the ring is modelled on the workers alone */
+		err = schemes[k] == AGG_SCHEME_RING ? agg_plan_set_nodes(&p, h) :
+		      agg_tree_build(&p, h, schemes[k] == AGG_SCHEME_RAT ? env.trees : 0, &info);
 		if (!err)
 			err = schemes[k] == AGG_SCHEME_RING ? agg_eval_ring(&p, &e) :
 			      agg_eval_plan(&p, &e);
@@ -412,6 +433,17 @@ int main(int argc, char **argv)
 		return err == -EINVAL || err == -EISDIR ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
 	}
 
+	if (!env.eval && agg_hosts_check_scheme(&hosts, env.plan.scheme != AGG_SCHEME_RAT,
+						&diag)) {
+		agg_err("%s", diag.msg);
+		agg_hosts_free(&hosts);
+		return agg_opts_exit(AGG_EXIT_USAGE);
+	}
+	if (env.eval && agg_hosts_check_scheme(&hosts, false, &diag)) {
+		agg_err("%s", diag.msg);
+		agg_hosts_free(&hosts);
+		return agg_opts_exit(AGG_EXIT_USAGE);
+	}
 	agg_print_start(agg_common.json, agg_common.pretty);
 	if (env.eval) {
 		rc = run_eval(&hosts);
@@ -442,8 +474,9 @@ int main(int argc, char **argv)
 			 info.cluster.clusters, info.cluster.aggregators,
 			 info.cluster.rounds, info.cluster.bw_demand);
 	else if (env.plan.scheme == AGG_SCHEME_RAT)
-		agg_info("rat: %d region levels, %d trees", info.levels,
-			 env.plan.ntrees);
+		agg_info("rat: %d region levels, %d trees%s", info.levels, env.plan.ntrees,
+			 !env.trees && hosts.n > env.plan.ntrees ?
+			 " (at most 64: not every host roots one)" : "");
 	if (agg_print_json())
 		print_plan_json(&env.plan);
 	else if (env.dot)

@@ -76,22 +76,54 @@ test_expect_success 'several parameter servers: one tree each, weights by bandwi
 	test_cmp t0 t1
 '
 
-test_expect_success 'rat: --trees trees, roots cycle over the PSs, every worker in every tree' '
+test_expect_success 'rat: one tree per host by default, each rooted at a host of its own, weighted by its bandwidth' '
+	agg-plan -s rat regions.txt >plan &&
+	grep "^tree " plan >trees &&
+	cat >want <<-EOF &&
+	tree 0 root=ps0 weight=40
+	tree 1 root=ps1 weight=10
+	tree 2 root=w1 weight=25
+	tree 3 root=w5 weight=25
+	tree 4 root=w4 weight=12
+	tree 5 root=w6 weight=10
+	tree 6 root=w2 weight=10
+	tree 7 root=w3 weight=10
+	EOF
+	test_cmp want trees &&
+	agg-check plan plan
+'
+
+test_expect_success 'rat --trees 3: the PSs, then a worker; a worker root aggregates its own rack and pod' '
 	agg-plan -s rat --trees 3 regions.txt >plan &&
 	grep "^tree " plan >trees &&
-	printf "tree 0 root=ps0 weight=2\ntree 1 root=ps1 weight=1\ntree 2 root=ps0 weight=2\n" >want &&
+	printf "tree 0 root=ps0 weight=8\ntree 1 root=ps1 weight=2\ntree 2 root=w1 weight=5\n" >want &&
 	test_cmp want trees &&
-	for t in 0 1 2; do
-		test "$(grep -c "^edge $t " plan)" = 6 || return 1
-	done &&
-	grep -x "edge 0 w2 w1" plan &&
-	grep -x "edge 1 w1 w2" plan
+	test "$(grep -c "^edge 0 " plan)" = 6 &&
+	test "$(grep -c "^edge 1 " plan)" = 6 &&
+	# tree 2 (w1 of rack r1, pod p1): w2 of its rack and the aggregate
+	# of rack r2 go straight to w1; pod p2 sends one aggregate
+	grep "^edge 2 " plan | sort >got &&
+	printf "edge 2 w2 w1\nedge 2 w3 w4\nedge 2 w4 w1\nedge 2 w5 w1\nedge 2 w6 w5\n" >want &&
+	test_cmp want got
+'
+
+test_expect_success 'rat without a parameter server: a tree per worker; ps and aleph refuse' '
+	grep -v role=ps regions.txt >nops.txt &&
+	agg-plan -s rat nops.txt >plan &&
+	test "$(grep -c "^tree " plan)" = 6 &&
+	grep -q "^tree 0 root=w1 " plan &&
+	agg-check plan plan &&
+	test_expect_code 2 agg-plan nops.txt 2>err &&
+	echo "agg-plan: nops.txt:7:1: no parameter server: mark one host role=ps" >want &&
+	test_cmp want err &&
+	test_expect_code 2 agg-plan -s ps nops.txt 2>err &&
+	test_cmp want err
 '
 
 test_expect_success '--eval on ALEPH Fig. 1 gives Table 1: ps 0.84, ring 0.63, aleph 0.42' '
 	agg-plan --eval --size 525M fig1.txt >eval &&
 	awk "NR > 1 { print \$1, \$2 }" eval >got &&
-	printf "ps 0.8400\nring 0.6300\naleph 0.4200\n" >want &&
+	printf "ps 0.8400\nring 0.6300\naleph 0.4200\nrat 0.5250\n" >want &&
 	test_cmp want got
 '
 
@@ -103,32 +135,41 @@ man_fig1_table() {
 
 test_expect_success 'the Fig. 1 table in agg-plan(1) is what agg-plan prints' '
 	man_fig1_table >want &&
-	test "$(wc -l <want)" = 4 &&
+	test "$(wc -l <want)" = 5 &&
 	agg-plan --eval --size 525M fig1.txt >got &&
 	test_cmp want got
 '
 
-test_expect_success '--eval adds rat when the hosts name regions' '
+test_expect_success '--eval without a parameter server: ps and aleph are "-", ring and rat modelled' '
 	agg-plan --eval regions.txt >eval &&
 	awk "NR > 1 { print \$1 }" eval >got &&
 	printf "ps\nring\naleph\nrat\n" >want &&
-	test_cmp want got
+	test_cmp want got &&
+	printf "w0 10.90.0.1 bw=10\nw1 10.90.0.2 bw=10\nw2 10.90.0.3 bw=10\nw3 10.90.0.4 bw=10\n" >four.txt &&
+	agg-plan --eval --size 100M four.txt >eval &&
+	awk "NR > 1 { print \$1, \$2, \$3 }" eval >got &&
+	# ring and rat both move 2(n-1)/n of 100 MB per worker each way:
+	# 150 MB at 10 Gbit/s
+	printf "ps - -\nring 0.1200 w0\naleph - -\nrat 0.1200 w0\n" >want &&
+	test_cmp want got &&
+	agg-plan --eval -j four.txt >json &&
+	jq -e ".[0].time_s == null and .[2].bottleneck == null and .[3].time_s > 0" json
 '
 
 test_expect_success JQ '--eval -j: a list of objects with the numbers of the table' '
 	agg-plan --eval -j --size 525M fig1.txt >fig1.json &&
-	jq -e "type == \"array\" and length == 3 and all(.[]; has(\"scheme\") and has(\"time_s\"))" fig1.json &&
+	jq -e "type == \"array\" and length == 4 and all(.[]; has(\"scheme\") and has(\"time_s\"))" fig1.json &&
 	jq -r ".[] | \"\(.scheme) \(.time_s)\"" fig1.json >got &&
-	printf "ps 0.84\nring 0.63\naleph 0.42\n" >want &&
+	printf "ps 0.84\nring 0.63\naleph 0.42\nrat 0.525\n" >want &&
 	test_cmp want got &&
 	for f in fig1.txt regions.txt; do
 		agg-plan --eval "$f" | awk "NR > 1" >text &&
 		agg-plan --eval -j "$f" >json &&
-		jq -r ".[] | [.scheme, (.time_s * 10000 | round / 10000 | tostring),
-			.bottleneck, .root_bytes, .aggregators, .clusters,
-			.cross_region_bytes, .chain,
-			(.mean_hops * 1000 | round / 1000 | tostring)] | @tsv" json >from-json &&
-		awk -v OFS="\t" "{ \$2 += 0; \$9 += 0; print }" text >from-text &&
+		# the numbers rounded as the text rounds them (C printf)
+		jq -r ".[] | [.scheme, .time_s, .bottleneck, .root_bytes, .aggregators,
+			.clusters, .cross_region_bytes, .chain, .mean_hops] | @tsv" json |
+			awk -F "\t" -v OFS="\t" "{ \$2 = sprintf(\"%.4f\", \$2); \$9 = sprintf(\"%.3f\", \$9); print }" >from-json &&
+		awk -v OFS="\t" "{ \$1 = \$1; print }" text >from-text &&
 		test_cmp from-text from-json || return 1
 	done
 '

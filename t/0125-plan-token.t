@@ -140,7 +140,7 @@ test_expect_success '--token overrides the secret, which is then not needed' '
 
 test_expect_success '--eval and --dot print no token and need no secret' '
 	AGG_SECRET_FILE=$PWD/no-such-secret agg-plan --eval fig1.txt >eval &&
-	test "$(wc -l <eval)" = 4 &&
+	test "$(wc -l <eval)" = 5 &&
 	AGG_SECRET_FILE=$PWD/no-such-secret agg-plan --eval -j fig1.txt >/dev/null &&
 	AGG_SECRET_FILE=$PWD/no-such-secret agg-plan --dot fig1.txt >dot &&
 	grep "^digraph" dot &&

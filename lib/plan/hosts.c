@@ -156,6 +156,7 @@ void agg_hosts_free(struct agg_hosts *h)
 {
 	free(h->host);
 	free(h->link);
+	free(h->fname);
 	memset(h, 0, sizeof(*h));
 }
 
@@ -355,11 +356,13 @@ int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
 		}
 	}
 	free(pl);
-	if (!err && agg_hosts_count_role(h, AGG_ROLE_PS) == 0) {
-		agg_diag_set(d, fname, tx.lineno + 1, 1,
-			     "no parameter server: mark one host role=ps");
-		err = -EINVAL;
-	} else if (!err && agg_hosts_count_role(h, AGG_ROLE_WORKER) == 0) {
+	/* Whether a parameter server is needed is the scheme's to say
+	 * (agg_hosts_check_scheme); without one, so is "no workers". */
+	h->end_line = tx.lineno + 1;
+	if (!err && !(h->fname = strdup(fname)))
+		err = -ENOMEM;
+	if (!err && agg_hosts_count_role(h, AGG_ROLE_PS) &&
+	    agg_hosts_count_role(h, AGG_ROLE_WORKER) == 0) {
 		agg_diag_set(d, fname, tx.lineno + 1, 1, "no workers");
 		err = -EINVAL;
 	}
@@ -369,6 +372,22 @@ int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
 	if (err)
 		agg_hosts_free(h);
 	return err;
+}
+
+int agg_hosts_check_scheme(const struct agg_hosts *h, bool need_ps, struct agg_diag *d)
+{
+	const char *fname = h->fname ? h->fname : "<hosts>";
+
+	if (agg_hosts_count_role(h, AGG_ROLE_PS))
+		return 0;
+	if (need_ps)
+		agg_diag_set(d, fname, h->end_line, 1,
+			     "no parameter server: mark one host role=ps");
+	else if (agg_hosts_count_role(h, AGG_ROLE_WORKER) == 0)
+		agg_diag_set(d, fname, h->end_line, 1, "no workers");
+	else
+		return 0;
+	return -EINVAL;
 }
 
 void agg_host_write_attrs(const struct agg_host *hst, FILE *f)

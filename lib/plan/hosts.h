@@ -45,12 +45,20 @@ struct agg_hosts {
 	int n;
 	struct agg_link *link;
 	int nlinks;
+	char *fname;		/* the file read, for diagnostics */
+	int end_line;		/* the line after its last one */
 };
 
 /* Parse a hosts file (man 5 agg-hosts).  Returns 0 or -EINVAL (d filled). */
 int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
 		   struct agg_diag *d);
 void agg_hosts_free(struct agg_hosts *h);
+/*
+ * What a scheme needs of the hosts beyond a valid file: a parameter server
+ * (need_ps: aleph and ps), and workers.  0, or -EINVAL with d filled,
+ * located after the file's last line.
+ */
+int agg_hosts_check_scheme(const struct agg_hosts *h, bool need_ps, struct agg_diag *d);
 int agg_hosts_find(const struct agg_hosts *h, const char *name);
 int agg_hosts_count_role(const struct agg_hosts *h, enum agg_role role);
 

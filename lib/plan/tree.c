@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Tree builders: ALEPH (M-WCHA clusters under each PS), RAT (one
- * aggregator per region per level, rotated across trees) and PS.
+ * Tree builders: ALEPH (M-WCHA clusters under each PS), RAT (one tree
+ * rooted at each host, one aggregator per region per level, rotated
+ * across trees) and PS.
  */
 #include <errno.h>
 #include <math.h>
@@ -122,15 +123,19 @@ static int cmp_rat(const void *a, const void *b)
 }
 
 /*
- * One level of RAT: items sharing a region send to one aggregator among
- * them (the t-th strongest, so trees spread the load); items outside any
- * region of this level pass up unchanged.
+ * One level of tree t (rooted at root) of RAT: items sharing a region send
+ * to one aggregator among them (the t-th strongest, so trees spread the
+ * load), which passes up in their place; items outside any region of this
+ * level pass up unchanged.  In the root's own region the root is the
+ * aggregator: its items send to it and nothing of the region passes up,
+ * so no aggregate of the tree leaves the root's region.
  */
-static int rat_level_build(struct agg_plan *p, int t, int *item, int nitem)
+static int rat_level_build(struct agg_plan *p, int t, int root, int *item, int nitem)
 {
-	char ka[2 * AGG_NAME_MAX + 2], kb[2 * AGG_NAME_MAX + 2];
+	char ka[2 * AGG_NAME_MAX + 2], kb[2 * AGG_NAME_MAX + 2], kr[2 * AGG_NAME_MAX + 2];
 	int out = 0;
 
+	rat_key(root, kr, sizeof(kr));
 	qsort(item, nitem, sizeof(int), cmp_rat);
 	for (int s = 0; s < nitem;) {
 		int e = s + 1, agg;
@@ -144,7 +149,7 @@ static int rat_level_build(struct agg_plan *p, int t, int *item, int nitem)
 			s = e;
 			continue;
 		}
-		agg = item[s + t % (e - s)];
+		agg = strcmp(ka, kr) ? item[s + t % (e - s)] : root;
 		for (int i = s; i < e; i++) {
 			int err;
 
@@ -154,25 +159,107 @@ static int rat_level_build(struct agg_plan *p, int t, int *item, int nitem)
 			if (err)
 				return err;
 		}
-		item[out++] = agg;
+		if (agg != root)
+			item[out++] = agg;
 		s = e;
 	}
 	return out;
 }
 
+/* Hosts by region (pod, then rack), strongest first, then file order. */
+static int cmp_region(const void *a, const void *b)
+{
+	const struct agg_host *x = &rat_hosts->host[*(const int *)a];
+	const struct agg_host *y = &rat_hosts->host[*(const int *)b];
+	int c = strcmp(x->pod, y->pod);
+
+	if (!c)
+		c = strcmp(x->rack, y->rack);
+	if (!c && x->bw != y->bw)
+		c = x->bw > y->bw ? -1 : 1;
+	return c ? c : *(const int *)a - *(const int *)b;
+}
+
+/*
+ * The roots of n trees: every host once, spread over the regions.  The
+ * parameter servers first (in file order), then the workers dealt round
+ * robin over the pods, within a pod over its racks, the strongest of a
+ * rack first: the first trees have their roots in different pods and
+ * racks, and all of them, one per host, when n is the number of hosts.
+ */
+static int rat_roots(const struct agg_hosts *h, int n, int *root)
+{
+	/* w: the workers by region; rack r is w[rs[r] .. rs[r + 1]), its
+	 * next root w[next[r]]; pod q is racks ps[q] .. ps[q + 1], its next
+	 * rack turn[q] */
+	int *w = malloc(h->n * sizeof(int)), *rs = malloc((h->n + 1) * sizeof(int));
+	int *next = malloc(h->n * sizeof(int)), *ps = malloc((h->n + 1) * sizeof(int));
+	int *turn = calloc(h->n, sizeof(int)), nw = 0, nr = 0, np = 0, k = 0;
+
+	if (!w || !rs || !next || !ps || !turn) {
+		k = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < h->n && k < n; i++)
+		if (h->host[i].role == AGG_ROLE_PS)
+			root[k++] = i;
+	for (int i = 0; i < h->n; i++)
+		if (h->host[i].role == AGG_ROLE_WORKER)
+			w[nw++] = i;
+	rat_hosts = h;
+	qsort(w, nw, sizeof(int), cmp_region);
+	for (int i = 0; i < nw; i++) {
+		const struct agg_host *a = i ? &h->host[w[i - 1]] : NULL, *b = &h->host[w[i]];
+		bool new_pod = !a || strcmp(a->pod, b->pod);
+
+		if (new_pod)
+			ps[np++] = nr;
+		if (new_pod || strcmp(a->rack, b->rack)) {
+			next[nr] = i;
+			rs[nr++] = i;
+		}
+	}
+	rs[nr] = nw;
+	ps[np] = nr;
+	while (k < n) {
+		bool got = false;
+
+		for (int q = 0; q < np && k < n; q++) {
+			int racks = ps[q + 1] - ps[q];
+
+			for (int j = 0; j < racks; j++) {
+				int r = ps[q] + (turn[q] + j) % racks;
+
+				if (next[r] < rs[r + 1]) {
+					root[k++] = w[next[r]++];
+					turn[q] = (turn[q] + j + 1) % racks;
+					got = true;
+					break;
+				}
+			}
+		}
+		if (!got)
+			break;
+	}
+out:
+	free(w);
+	free(rs);
+	free(next);
+	free(ps);
+	free(turn);
+	return k;
+}
+
 static int build_rat(struct agg_plan *p, const struct agg_hosts *h, int ntrees,
 		     struct agg_build_info *info)
 {
-	int ps[AGG_PLAN_MAX_TREES] = { 0 }, nps = root_list(h, ps);
 	int root[AGG_PLAN_MAX_TREES] = { 0 };
-	int *item = malloc(h->n * sizeof(int)), has[2] = { 0, 0 }, err = 0;
+	int *item = malloc(h->n * sizeof(int)), has[2] = { 0, 0 }, err = 0, n;
 
-	if (!item || nps < 0) {
-		free(item);
-		return item ? nps : -ENOMEM;
-	}
+	if (!item)
+		return -ENOMEM;
 	if (ntrees <= 0)
-		ntrees = nps;
+		ntrees = h->n < AGG_PLAN_MAX_TREES ? h->n : AGG_PLAN_MAX_TREES;
 	if (ntrees > AGG_PLAN_MAX_TREES) {
 		free(item);
 		return -E2BIG;
@@ -184,19 +271,22 @@ static int build_rat(struct agg_plan *p, const struct agg_hosts *h, int ntrees,
 		has[1] |= h->host[i].pod[0] != 0;
 	}
 	info->levels = has[0] + has[1];
-	for (int t = 0; t < ntrees; t++)
-		root[t] = ps[t % nps];
+	n = rat_roots(h, ntrees, root);
+	if (n < 0) {
+		free(item);
+		return n;
+	}
+	ntrees = n;	/* --trees beyond the hosts: one tree each */
 	err = add_trees(p, h, root, ntrees);
 	rat_hosts = h;
 	for (int t = 0; !err && t < ntrees; t++) {
-		int n = 0;
-
+		n = 0;
 		for (int i = 0; i < h->n; i++)
-			if (h->host[i].role == AGG_ROLE_WORKER)
+			if (h->host[i].role == AGG_ROLE_WORKER && i != root[t])
 				item[n++] = i;
 		for (rat_level = 0; rat_level < 2 && n >= 0; rat_level++)
 			if (has[rat_level])
-				n = rat_level_build(p, t, item, n);
+				n = rat_level_build(p, t, root[t], item, n);
 		if (n < 0) {
 			err = n;
 			break;
@@ -215,8 +305,8 @@ static int build_flat(struct agg_plan *p, const struct agg_hosts *h,
 {
 	int ps[AGG_PLAN_MAX_TREES] = { 0 }, nps = root_list(h, ps), err;
 
-	if (nps < 0)
-		return nps;
+	if (nps <= 0)
+		return nps ? nps : -EINVAL;	/* agg_hosts_check_scheme says why */
 	err = add_trees(p, h, ps, nps);
 	for (int t = 0; !err && t < nps; t++)
 		for (int i = 0; !err && i < h->n; i++)

@@ -14,8 +14,9 @@ struct agg_build_info {
 /*
  * Build the trees of plan p over hosts h for p->scheme (aleph, rat or ps),
  * using p->seed, p->bw_demand (0: the minimum worker bandwidth, written
- * back) and p->cpu_demand.  ntrees: rat's --trees (0: one per PS); the
- * other schemes build one tree per PS, weighted by PS bandwidth share.
+ * back) and p->cpu_demand.  ntrees: rat's --trees (0: one tree rooted at
+ * each host, at most 64); the other schemes build one tree per PS,
+ * weighted by PS bandwidth share.
  */
 int agg_tree_build(struct agg_plan *p, const struct agg_hosts *h, int ntrees,
 		   struct agg_build_info *info);

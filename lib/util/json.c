@@ -262,6 +262,18 @@ void agg_print_bool(const char *key, const char *fmt, bool val)
 	}
 }
 
+void agg_print_null(const char *key, const char *fmt)
+{
+	if (print_jw) {
+		if (key) {
+			agg_jw_name(print_jw, key);
+			agg_jw_null(print_jw);
+		}
+	} else if (fmt) {
+		printf(fmt, "-");
+	}
+}
+
 void agg_print_text(const char *fmt, ...)
 {
 	va_list ap;

@@ -42,6 +42,8 @@ void agg_print_uint(const char *key, const char *fmt, uint64_t val);
 void agg_print_int(const char *key, const char *fmt, int64_t val);
 void agg_print_float(const char *key, const char *fmt, double val);
 void agg_print_bool(const char *key, const char *fmt, bool val);
+/* No value: null in JSON, "-" through fmt (a %s) in text. */
+void agg_print_null(const char *key, const char *fmt);
 void agg_print_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -265,17 +265,63 @@ static int crossings_out_of(const struct agg_plan *p, int t, const char *pod,
 	return n;
 }
 
+/*
+ * RAT on 2 pods x 2 racks x 3 workers, with and without a parameter
+ * server: each tree's root is a host of its own; out of each rack and pod
+ * that does not hold the root exactly one aggregate leaves per tree, and
+ * nothing leaves the root's rack or pod; depth at most l + 1.
+ */
+static void check_rat(const struct agg_plan *p, int want_trees, const char *what)
+{
+	static const char *pods[] = { "p1", "p2" }, *racks[] = { "r1", "r2" };
+	int bad = 0, deep = 0, reach = 0, roots = 0, differ = 0;
+	struct agg_eval e;
+
+	is_int(p->ntrees, want_trees, "%s: %d trees", what, want_trees);
+	for (int t = 0; t < p->ntrees; t++) {
+		const struct agg_host *r = &p->node[p->tree[t].root];
+
+		for (int u = 0; u < t; u++)
+			roots += p->tree[u].root == p->tree[t].root;
+		for (int a = 0; a < 2; a++) {
+			bool in_pod = !strcmp(r->pod, pods[a]);
+
+			bad += crossings_out_of(p, t, pods[a], NULL) != !in_pod;
+			for (int b = 0; b < 2; b++)
+				bad += crossings_out_of(p, t, pods[a], racks[b]) !=
+				       !(in_pod && !strcmp(r->rack, racks[b]));
+		}
+		for (int i = 0; i < p->nnodes; i++) {
+			int d = agg_plan_depth(p, t, i);
+
+			if (p->node[i].role != AGG_ROLE_WORKER)
+				continue;
+			reach += i == p->tree[t].root ? d != 0 : d < 1;
+			deep += d > 2 + 1;
+		}
+	}
+	is_int(roots, 0, "%s: every tree has a root of its own", what);
+	is_int(bad, 0, "%s: one aggregate out of each rack and pod, none out of the root's", what);
+	is_int(reach, 0, "%s: every worker reaches the root in every tree", what);
+	is_int(deep, 0, "%s: depth at most l + 1", what);
+	agg_eval_plan(p, &e);
+	is_int(e.chain, 2 * (2 + 1), "%s: dependency chain 2(l+1) with racks and pods", what);
+	for (int i = 0; i < p->nnodes && p->ntrees > 1; i++)
+		differ += p->tree[0].parent[i] != p->tree[1].parent[i];
+	ok(differ > 0, "%s: trees rotate their aggregators", what);
+}
+
 static void test_rat(void)
 {
 	static const char *pods[] = { "p1", "p2" }, *racks[] = { "r1", "r2" };
-	char text[4096];
+	char text[4096], *workers;
 	size_t len = 0;
 	struct agg_hosts h;
 	struct agg_plan p;
-	struct agg_eval e;
-	int k = 1, bad = 0, differ = 0;
+	int k = 1, pod_of_root[2] = { 0, 0 };
 
 	len += snprintf(text, sizeof(text), "ps0 10.90.0.100 bw=40 role=ps\n");
+	workers = text + len;
 	for (int a = 0; a < 2; a++)
 		for (int b = 0; b < 2; b++)
 			for (int w = 0; w < 3; w++, k++)
@@ -283,25 +329,22 @@ static void test_rat(void)
 						"w%d 10.90.0.%d bw=%d pod=%s rack=%s\n",
 						k, k, 10 + (k * 7) % 11, pods[a], racks[b]);
 	hosts_from(&h, text);
+	build(&p, &h, AGG_SCHEME_RAT, 1, 1000000, 0);
+	check_rat(&p, 13, "rat with a PS");
+	is_int(p.tree[0].root, 0, "rat with a PS: the PS roots the first tree");
+	agg_plan_free(&p);
 	build(&p, &h, AGG_SCHEME_RAT, 1, 1000000, 3);
-	is_int(p.ntrees, 3, "rat --trees 3 builds three trees");
-	agg_eval_plan(&p, &e);
-	is_int(e.chain, 2 * (2 + 1), "rat dependency chain is 2(l+1) with racks and pods");
-	for (int t = 0; t < p.ntrees; t++)
-		for (int a = 0; a < 2; a++) {
-			bad += crossings_out_of(&p, t, pods[a], NULL) != 1;
-			for (int b = 0; b < 2; b++)
-				bad += crossings_out_of(&p, t, pods[a], racks[b]) != 1;
-		}
-	is_int(bad, 0, "each rack and each pod sends exactly one aggregate up per tree");
-	for (int i = 0; i < p.nnodes; i++)
-		differ += p.tree[0].parent[i] != p.tree[1].parent[i];
-	ok(differ > 0, "trees rotate their aggregators");
-	for (int t = 0; t < p.ntrees; t++)
-		for (int i = 0; i < p.nnodes; i++)
-			if (p.node[i].role == AGG_ROLE_WORKER && agg_plan_depth(&p, t, i) < 1)
-				bad++;
-	is_int(bad, 0, "every worker reaches the root in every tree");
+	check_rat(&p, 3, "rat --trees 3");
+	for (int t = 1; t < 3; t++)
+		pod_of_root[p.node[p.tree[t].root].pod[1] - '1']++;
+	ok(pod_of_root[0] == 1 && pod_of_root[1] == 1,
+	   "rat --trees 3: the PS, then one root in each pod");
+	agg_plan_free(&p);
+	agg_hosts_free(&h);
+
+	hosts_from(&h, workers);
+	is_int(build(&p, &h, AGG_SCHEME_RAT, 1, 1000000, 0), 0, "rat without a PS builds");
+	check_rat(&p, 12, "rat without a PS");
 	agg_plan_free(&p);
 	agg_hosts_free(&h);
 }

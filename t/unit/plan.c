@@ -78,7 +78,6 @@ static void test_hosts_bad(void)
 		  "h.txt:3:8: links join workers; 'ps' is a parameter server" },
 		{ "ps 10.90.0.1 bw=1 role=ps\nw 10.90.0.2 bw=1\nlink w\n",
 		  "h.txt:3:7: expected 'link NAME NAME'" },
-		{ "w 10.90.0.2 bw=1\n", "h.txt:2:1: no parameter server: mark one host role=ps" },
 		{ "ps 10.90.0.1 bw=1 role=ps\n", "h.txt:2:1: no workers" },
 		{ "ps 10.90.0.1 bw=1 role=boss\n",
 		  "h.txt:1:24: role must be 'ps' or 'worker' in 'role=boss'" },
@@ -99,6 +98,27 @@ static void test_hosts_bad(void)
 			"rejects: %s", cases[i].want))
 			diag("  got %d '%s'", err, d.msg);
 	}
+}
+
+/* A parameter server is the scheme's to require (aleph, ps), not the file's. */
+static void test_hosts_scheme(void)
+{
+	struct agg_hosts h;
+	struct agg_diag d = { "" };
+
+	ok(!read_hosts("w 10.90.0.2 bw=1\n", &h, &d), "a hosts file without a PS reads");
+	is_int(agg_hosts_check_scheme(&h, false, &d), 0, "rat needs no PS");
+	ok(agg_hosts_check_scheme(&h, true, &d) == -EINVAL &&
+	   !strcmp(d.msg, "h.txt:2:1: no parameter server: mark one host role=ps"),
+	   "aleph and ps: no parameter server, after the last line (%s)", d.msg);
+	agg_hosts_free(&h);
+	ok(!read_hosts("# nothing\n", &h, &d), "a hosts file without hosts reads");
+	ok(agg_hosts_check_scheme(&h, false, &d) == -EINVAL &&
+	   !strcmp(d.msg, "h.txt:2:1: no workers"), "rat: no workers (%s)", d.msg);
+	ok(agg_hosts_check_scheme(&h, true, &d) == -EINVAL &&
+	   !strcmp(d.msg, "h.txt:2:1: no parameter server: mark one host role=ps"),
+	   "aleph: no parameter server first (%s)", d.msg);
+	agg_hosts_free(&h);
 }
 
 static void test_plan_roundtrip(void)
@@ -360,6 +380,7 @@ int main(void)
 {
 	test_hosts_good();
 	test_hosts_bad();
+	test_hosts_scheme();
 	test_plan_roundtrip();
 	test_plan_bad();
 	test_plan_check();
