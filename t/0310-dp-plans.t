@@ -33,8 +33,8 @@ w5  10.90.2.5 bw=10
 w6  10.90.2.6 bw=10
 EOF_HOSTS
 
-test_expect_success 'rat: the plan has three levels of aggregation' '
-	agg-plan -s rat --size 4000000 rat.txt >plan.txt &&
+test_expect_success 'rat, the tree of the PS: three levels of aggregation' '
+	agg-plan -s rat --trees 1 --size 4000000 rat.txt >plan.txt &&
 	test "$(awk "\$1 == \"edge\" { p[\$3] = \$4 } END { n = 0; for (x = \"w4\"; x in p; x = p[x]) n++; print n }" plan.txt)" = 3
 '
 
