@@ -26,7 +26,11 @@ AR_SLOTS=${BENCH_SLOTS:-}	# default: agg-plan's
 ITERS=${BENCH_ITERS:-3}
 
 
+# BENCH_DP_PARTS: which parts run (default both: "rate allreduce")
+PARTS=" ${BENCH_DP_PARTS:-rate allreduce} "
+
 # ---- 1. aggregation rate -------------------------------------------------
+if [ "${PARTS#* rate }" != "$PARTS" ]; then
 cat >"$tmp/rate.txt" <<'EOF_HOSTS'
 ps0 10.90.0.100 bw=40 role=ps
 w0  10.90.0.1   bw=10
@@ -91,8 +95,10 @@ for seg in $segs; do
 done
 vcluster_down
 echo
+fi
 
 # ---- 2. allreduce --------------------------------------------------------
+[ "${PARTS#* allreduce }" != "$PARTS" ] || exit 0
 gloo=
 PY=/usr/bin/python3	# Debian's, where python3-torch installs
 if $PY -c 'import torch.distributed' 2>/dev/null; then gloo=yes; fi

@@ -32,6 +32,7 @@
 #include <linux/in.h>
 #include <linux/udp.h>
 #include <linux/pkt_cls.h>
+#include <linux/if_packet.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -932,6 +933,7 @@ int agg_xdp(struct xdp_md *ctx)
 
 #define IP_CSUM_OFF (sizeof(struct ethhdr) + __builtin_offsetof(struct iphdr, check))
 #define IP_DADDR_OFF (sizeof(struct ethhdr) + __builtin_offsetof(struct iphdr, daddr))
+#define IP_SADDR_OFF (sizeof(struct ethhdr) + __builtin_offsetof(struct iphdr, saddr))
 #define UDP_DPORT_OFF (sizeof(struct ethhdr) + sizeof(struct iphdr) + \
 		       __builtin_offsetof(struct udphdr, dest))
 
@@ -997,9 +999,18 @@ int agg_tc(struct __sk_buff *skb)
 	if (!(flags & AGG_F_SIGNAL))
 		return TC_ACT_SHOT;
 	{
+		/* To our own MAC and address, from the last child's: the
+		 * stack drops, without counting, a packet it took as for
+		 * another host (XDP rewrote the MAC before the skb was made)
+		 * or arriving with a source address of its own (a martian).
+		 * Swapping the two addresses keeps the IP checksum. */
 		__u32 self = cfg_self_addr;
+		__u8 mac[ETH_ALEN] = { cfg_mac[0], cfg_mac[1], cfg_mac[2],
+				       cfg_mac[3], cfg_mac[4], cfg_mac[5] };
 
-		bpf_l3_csum_replace(skb, IP_CSUM_OFF, cur, self, 4);
+		bpf_skb_store_bytes(skb, 0, mac, ETH_ALEN, 0);
+		bpf_skb_change_type(skb, PACKET_HOST);
+		bpf_skb_store_bytes(skb, IP_SADDR_OFF, &cur, 4, 0);
 		bpf_skb_store_bytes(skb, IP_DADDR_OFF, &self, 4, 0);
 		port = bpf_htons(cfg_port + 1);
 		bpf_skb_store_bytes(skb, UDP_DPORT_OFF, &port, 2, 0);

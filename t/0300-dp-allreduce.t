@@ -56,6 +56,8 @@ test_expect_success 'the counters add up: the root saw every child, every worker
 		agg-stat --node $w >$w.stat &&
 		test "$(awk "\$1 == \"stored\" { print \$2 }" $w.stat)" = $((4 * segs)) &&
 		test "$(awk "\$1 == \"signals\" { print \$2 }" $w.stat)" = 4 &&
+		# every signal reached agg-recv, on the aggregators too
+		test "$(dp_udp_in $w)" = 4 &&
 		awk "\$1 ~ /^drop_/ && \$1 != \"drop_dup\" && \$2 != 0 { print; exit 1 }" $w.stat || return 1
 	done
 '

@@ -59,6 +59,9 @@ test_expect_success 'every segment completed once, at its tree root; every worke
 	for w in $(dp_workers); do
 		test "$(dp_stat $w stored)" = $((K * segs)) &&
 		test $(( $(dp_stat $w signals) + $(dp_stat $w sent_signals) )) = $K &&
+		# and each reached agg-recv: the stack drops a signal from our
+		# own address or to another MAC without a word
+		test "$(dp_udp_in $w)" = $K &&
 		agg-stat --node $w | awk "\$1 ~ /^drop_/ && \$1 != \"drop_dup\" && \$2 != 0 { print; exit 1 }" ||
 		return 1
 	done &&

@@ -13,6 +13,9 @@
 #   DP_JOB=J                     --job J for the tools (several jobs loaded)
 #   dp_unload                    agg-load --unload on every host
 #   dp_stat NODE COUNTER         NODE's COUNTER (agg-stat) now
+#   dp_udp_in NODE               UDP datagrams NODE's stack delivered to a
+#                                socket (the kernel's Udp InDatagrams): on
+#                                a worker, the fetch signals agg-recv got
 
 AGG_PIN_DIR=/sys/fs/bpf/aggt-$$
 PATH=${AGG_BUILD:-build}/t:$PATH
@@ -24,6 +27,11 @@ dp_plan_field() {
 
 dp_stat() {
 	agg-stat ${DP_JOB:+--job $DP_JOB} --node "$1" | awk -v k="$2" '$1 == k { print $2 }'
+}
+
+dp_udp_in() {
+	vcluster_run "$1" cat /proc/net/snmp |
+		awk '$1 == "Udp:" { if (h) { print $2; exit } h = 1 }'
 }
 
 dp_workers() {
