@@ -183,7 +183,7 @@ build/bench/%: bench/%.c build/libagg.a | build/bench
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libpcap-dev libnuma-dev pkg-config iproute2 perl man-db \
             bash-completion jq libclang-rt-14-dev procps util-linux \
-            iputils-ping netcat-openbsd tcpdump \
+            iputils-ping netcat-openbsd tcpdump ethtool \
             python3 python3-numpy python3-torch python3-sklearn
 
 deps:

@@ -24,6 +24,9 @@ AR_MTU=${BENCH_MTU:-65535}
 AR_SEG=${BENCH_SEGMENT:-16368}
 AR_SLOTS=${BENCH_SLOTS:-}	# default: agg-plan's
 ITERS=${BENCH_ITERS:-3}
+# The switch: a forwarding table in XDP on its ports (vcluster.sh)
+AR_SWITCH=${BENCH_SWITCH:-xdp}
+AR_WORKERS=${BENCH_WORKERS:-4 8}
 
 
 # BENCH_DP_PARTS: which parts run (default both: "rate allreduce")
@@ -119,13 +122,13 @@ row() {
 			2 * (n - 1) / n * b / t / 1e9, c, gt == "" ? "-" : sprintf("%.2f", t / gt),
 			gc == "" ? "-" : sprintf("%.2f", c / gc) }'
 }
-for n in 4 8; do
+for n in $AR_WORKERS; do
 	{
 		echo "ps0 10.90.0.100 bw=10 role=ps"
 		i=1; while [ $i -le $n ]; do echo "w$i 10.90.0.$i bw=10"; i=$((i + 1)); done
 	} >"$tmp/ar$n.txt"
 	grep -v role=ps "$tmp/ar$n.txt" >"$tmp/ar$n-nops.txt"
-	VCLUSTER_MTU=$AR_MTU vcluster_up "$tmp/ar$n.txt" aggba$$- || exit 1
+	VCLUSTER_SWITCH=$AR_SWITCH VCLUSTER_MTU=$AR_MTU vcluster_up "$tmp/ar$n.txt" aggba$$- || exit 1
 	ws=$(grep -v role=ps "$tmp/ar$n.txt" | awk '{ print $1 }')
 	run=0
 	for size in 10000000 100000000; do
@@ -133,16 +136,10 @@ for n in 4 8; do
 		gt= gc=
 		if [ -n "$gloo" ]; then
 			# Gloo's best here: no XDP on the ports, so veth keeps TSO
-			for h in $(vcluster_hosts); do
-				ip -n "$(vcluster_brns)" link set dev "$(vcluster_port $h)" xdp off
-			done
+			vcluster_ports off || exit 1
 			bench_gloo dp 10.90.0.1 $size $ITERS $ws
 			gt=$gloo_t gc=$gloo_c
-			for h in $(vcluster_hosts); do
-				ip -n "$(vcluster_brns)" link set dev "$(vcluster_port $h)" \
-					xdp${VCLUSTER_XDP_MODE:+$([ "$VCLUSTER_XDP_MODE" = native ] && echo drv || echo generic)} \
-					obj "$B/pass.bpf.o" sec xdp.frags || exit 1
-			done
+			vcluster_ports on || exit 1
 		fi
 		shm=$(mktemp -d /dev/shm/aggbench.XXXXXX)
 		for w in $ws; do gradtool gen $((size / 4)) 2048 1 >"$shm/in.$w"; done

@@ -82,6 +82,40 @@ test_expect_success 'vcluster_down removes every namespace it made' '
 	! ip netns list | grep "^$prefix"
 '
 
+test_expect_success BPFFS 'VCLUSTER_SWITCH=xdp forwards unicast in XDP, the rest through br0' '
+	VCLUSTER_SWITCH=xdp vcluster_up hosts.txt ${prefix}x &&
+	pin=$VCLUSTER_PORT_PIN &&
+	test -e $pin/prog &&
+	for h in $(vcluster_hosts); do
+		ip -n "$(vcluster_brns)" -d link show dev "$(vcluster_port $h)" >link &&
+		grep -q "prog/xdp" link || { cat link; return 1; }
+	done &&
+	for a in $(vcluster_hosts); do
+		for addr in 10.90.0.100 10.90.0.1 10.90.0.2 10.90.0.3; do
+			vcluster_run $a ping -c 1 -W 10 -q $addr >/dev/null ||
+				{ echo "$a cannot reach $addr"; return 1; }
+		done
+	done &&
+	head -c 2000000 /dev/urandom >payload2 &&
+	{ nsenter --net=/var/run/netns/$(vcluster_ns w2) -- \
+		timeout 20 nc -l -p 7778 >received2 & } &&
+	srv=$! &&
+	vcluster_listening w2 tcp 7778 &&
+	vcluster_run ps0 timeout 20 nc -N 10.90.0.3 7778 <payload2 &&
+	wait $srv &&
+	cmp payload2 received2 &&
+	vcluster_switch_stats >stats &&
+	read x fwd y passed <stats &&
+	echo "$(cat stats)" &&
+	# 2 MB of TCP is over 1000 frames each way; ARP went to the bridge
+	test "$fwd" -gt 1000 && test "$passed" -gt 0 &&
+	test_must_fail vcluster_shape 2>err &&
+	grep "shaping needs VCLUSTER_SWITCH=bridge" err &&
+	vcluster_down &&
+	! test -e $pin &&
+	! ip netns list | grep "^${prefix}x"
+'
+
 test_expect_success 'a killed test leaves nothing behind' '
 	cat >inner.t <<-EOF_INNER &&
 	#!/bin/sh

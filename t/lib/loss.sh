@@ -43,6 +43,8 @@ loss_on() {
 	in|out) ;;
 	*) echo "loss_on: direction '$loss_dirs': in, out or both" >&2; return 2 ;;
 	esac
+	[ -z "$VCLUSTER_PORT_PIN" ] ||
+		{ echo "loss_on: loss needs VCLUSTER_SWITCH=bridge (forwarded frames skip the ports' tc)" >&2; return 2; }
 	loss_port=${LOSS_PORT:-$(dp_plan_field port)}
 	[ -n "$loss_port" ] || { echo "loss_on: no port (set LOSS_PORT or DP_PLAN)" >&2; return 2; }
 	if [ -z "$LOSS_ATEXIT" ] && command -v test_atexit >/dev/null 2>&1; then

@@ -18,9 +18,22 @@
 #                                    eth0 is up and its bridge port forwards
 #   vcluster_shape                   limit every host to its bw= in both
 #                                    directions (HTB; IFB for the upload)
+#   vcluster_ports off|on            take XDP off the switch ports (a TCP
+#                                    baseline's best case) or put it back
+#   vcluster_switch_stats            "forwarded N passed M": the frames the
+#                                    XDP switch redirected and passed to br0
 #   vcluster_down                    remove everything vcluster_up made
 #
 # VCLUSTER_MTU (default 1500) sets the MTU of every link.
+# VCLUSTER_SWITCH=bridge (default) or xdp: how the switch forwards.  bridge:
+# every frame through the Linux bridge br0 (each port's XDP_PASS program
+# hands it up as an skb, which veth copies); xdp: a switch's forwarding
+# table in XDP on every port ($AGG_BUILD/port.bpf.o): a unicast frame to a
+# host's MAC is redirected straight to its port, and veth runs the host's
+# XDP program on it in place; the rest (ARP, broadcast) still goes through
+# br0.  It models a hardware switch, which forwards without any host's
+# CPU; but redirected frames skip the ports' qdiscs and tc programs, so
+# vcluster_shape and the loss injector (loss.sh) need the bridge.
 # VCLUSTER_BW_SCALE (default 0.05) scales bw= (Gbit/s) to the emulated
 # rate: TCP over these veths (XDP on the port, so no TSO, MTU 1500) moves
 # about 1.8 Gbit/s, so 10 Gbit/s becomes 500 Mbit/s and ratios hold.  Every bridge
@@ -31,6 +44,7 @@
 VCLUSTER_PREFIX=
 VCLUSTER_NAMES=
 VCLUSTER_XDP_MODE=
+VCLUSTER_PORT_PIN=
 
 vcluster_var_() {
 	printf 'VCLUSTER_PORT_%s' "$(printf %s "$1" | tr -c 'A-Za-z0-9_\n' _)"
@@ -57,6 +71,8 @@ vcluster_listening() {
 
 vcluster_down() {
 	[ -n "$VCLUSTER_PREFIX" ] || return 0
+	[ -z "$VCLUSTER_PORT_PIN" ] || rm -rf "$VCLUSTER_PORT_PIN"
+	VCLUSTER_PORT_PIN=
 	for vc_n in $VCLUSTER_NAMES; do
 		ip netns del "$(vcluster_ns "$vc_n")" 2>/dev/null
 	done
@@ -70,6 +86,8 @@ vcluster_down() {
 # port's egress; from a host, the port's ingress redirected to an IFB
 # device with HTB.  Both limit XDP_TX and redirected traffic too.
 vcluster_shape() {
+	[ -z "$VCLUSTER_PORT_PIN" ] ||
+		{ echo "vcluster: shaping needs VCLUSTER_SWITCH=bridge (forwarded frames skip the qdiscs)" >&2; return 1; }
 	vc_scale=${VCLUSTER_BW_SCALE:-0.05}
 	vc_br=$(vcluster_brns)
 	vc_i=0
@@ -176,12 +194,79 @@ vcluster_up() {
 		vc_i=$((vc_i + 1))
 	done
 	[ $vc_i -gt 0 ] || vcluster_fail_ "no hosts in $vc_hosts" || return 1
+	case ${VCLUSTER_SWITCH:-bridge} in
+	bridge) ;;
+	xdp) vcluster_switch_xdp_ || return 1 ;;
+	*) vcluster_fail_ "VCLUSTER_SWITCH=$VCLUSTER_SWITCH: bridge or xdp" || return 1 ;;
+	esac
 	# Duplicate address detection is IPv6-only; IPv4 is up at once.  Wait
 	# for the carrier of every port so the first packet is not lost.
 	for vc_n in $VCLUSTER_NAMES; do
 		vcluster_link_up "$vc_n" || vcluster_fail_ "eth0 of $vc_n never came up" || return 1
 	done
 	return 0
+}
+
+# The forwarding table in XDP on every port (VCLUSTER_SWITCH=xdp): one
+# program and its maps, pinned for the cluster, replace each port's
+# XDP_PASS program.  Every host's eth0 gets GRO, so veth takes redirected
+# frames even where no XDP program runs, and computes its checksums itself,
+# as a NIC does before the wire: a redirected frame is no longer an skb, so
+# a checksum left to "offload" would arrive unfilled.
+vcluster_switch_xdp_() {
+	vc_br=$(vcluster_brns)
+	vc_pobj=${AGG_BUILD:-build}/port.bpf.o
+	VCLUSTER_PORT_PIN=/sys/fs/bpf/aggvc-$VCLUSTER_PREFIX
+	command -v ethtool >/dev/null || vcluster_fail_ "VCLUSTER_SWITCH=xdp needs ethtool" || return 1
+	mkdir -p "$VCLUSTER_PORT_PIN" &&
+	bpftool prog load "$vc_pobj" "$VCLUSTER_PORT_PIN/prog" type xdp \
+		pinmaps "$VCLUSTER_PORT_PIN" ||
+		vcluster_fail_ "cannot load $vc_pobj" || return 1
+	for vc_n in $VCLUSTER_NAMES; do
+		vc_port=$(vcluster_port "$vc_n")
+		vc_idx=$(ip -n "$vc_br" -o link show dev "$vc_port" | cut -d: -f1)
+		vc_mac=$(ip -n "$(vcluster_ns "$vc_n")" -o link show dev eth0 |
+			 sed -n 's/.*link\/ether \([0-9a-f:]*\) .*/\1/p')
+		vc_le=$(printf '%08x' "$vc_idx" | sed 's/\(..\)\(..\)\(..\)\(..\)/\4 \3 \2 \1/')
+		nsenter --net="/var/run/netns/$vc_br" -- bpftool map update pinned \
+			"$VCLUSTER_PORT_PIN/ports" key hex $vc_le value hex $vc_le &&
+		nsenter --net="/var/run/netns/$vc_br" -- bpftool map update pinned \
+			"$VCLUSTER_PORT_PIN/fdb" key hex $(echo "$vc_mac" | tr : ' ') 00 00 value hex $vc_le ||
+			vcluster_fail_ "cannot add $vc_n to the forwarding table" || return 1
+	done
+	vcluster_ports on || vcluster_fail_ "cannot make the ports forward in XDP"
+}
+
+# vcluster_ports off|on: take the XDP program off every bridge port (and,
+# with VCLUSTER_SWITCH=xdp, give the hosts their checksum offload and TSO
+# back): veth keeps TSO when its peer runs no XDP, a TCP baseline's best
+# case; or put back what vcluster_up attached.  The ports' bpftool and ip
+# run inside the bridge's namespace (nsenter: "ip -n" hides /sys/fs/bpf).
+vcluster_ports() {
+	vc_br=$(vcluster_brns)
+	vc_m=xdpgeneric
+	[ "$VCLUSTER_XDP_MODE" != native ] || vc_m=xdpdrv
+	for vc_n in $VCLUSTER_NAMES; do
+		vc_port=$(vcluster_port "$vc_n")
+		ip -n "$vc_br" link set dev "$vc_port" xdp off || return 1
+		case $1,$VCLUSTER_PORT_PIN in
+		off,) ;;
+		off,*) vcluster_run "$vc_n" ethtool -K eth0 tx on tso on >/dev/null ;;
+		on,) ip -n "$vc_br" link set dev "$vc_port" $vc_m \
+			obj "${AGG_BUILD:-build}/pass.bpf.o" sec xdp.frags ;;
+		on,*) vcluster_run "$vc_n" ethtool -K eth0 gro on tx off >/dev/null &&
+		      nsenter --net="/var/run/netns/$vc_br" -- ip link set dev "$vc_port" \
+			$vc_m pinned "$VCLUSTER_PORT_PIN/prog" ;;
+		*) echo "vcluster_ports: off or on" >&2; return 2 ;;
+		esac || { echo "vcluster: cannot turn $vc_port's XDP $1" >&2; return 1; }
+	done
+}
+
+# Frames the XDP switch forwarded and passed to the bridge, summed over
+# the ports: "forwarded N passed M" (VCLUSTER_SWITCH=xdp).
+vcluster_switch_stats() {
+	bpftool -j map dump pinned "$VCLUSTER_PORT_PIN/port_stats" |
+		jq -r '"forwarded \([.[0].formatted.values[].value] | add) passed \([.[1].formatted.values[].value] | add)"'
 }
 
 # The kernel's linkwatch (a workqueue, behind the RTNL lock every other
