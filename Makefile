@@ -15,11 +15,13 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 # PREFIX=/usr, else PREFIX/lib/python3.X/dist-packages (its version's).
 PYTHON     ?= /usr/bin/python3
 PYTHONDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages)
-AGG_PIN_DIR ?= /sys/fs/bpf/agg
-AGG_CACHE_DIR ?= /var/cache/agg
-# The default secret of agg-plan's job tokens.  Not ?=: the environment
-# variable of this name is the tools' own run-time setting (the test suite
-# sets it), and must not become the default of what make builds.
+# The defaults built in: the pin directory, the cache, the secret of
+# agg-plan's job tokens.  Not ?=: the environment variables of these names
+# are the tools' own run-time settings (the test suite and the benchmarks
+# set them, and t/0700's "make install" ran with a test's AGG_PIN_DIR once,
+# baking it into build/), so only "make VAR=..." changes them.
+AGG_PIN_DIR = /sys/fs/bpf/agg
+AGG_CACHE_DIR = /var/cache/agg
 AGG_SECRET_FILE = /etc/agg/secret
 
 CC         ?= cc

@@ -57,6 +57,7 @@ for h in $(vcluster_hosts); do
 	printf '%s: %s Mbit/s each way (bw= x %s)\n' "$h" "$(vcluster_rate "$h")" \
 		"${VCLUSTER_BW_SCALE:-0.05}"
 done
+echo "(each switch port buffers ${VCLUSTER_QUEUE_MS:-50} ms of its link's rate)"
 echo
 echo "== every child reaches its parent in the plan"
 fails=0
@@ -78,57 +79,90 @@ ITERS=${DEMO_ITERS:-3}
 PATH=$AGG_BUILD/t:$PATH
 export AGG_PIN_DIR=/sys/fs/bpf/aggdemo-$$
 cleanup() { vcluster_down; rm -rf "$work" "$AGG_PIN_DIR"; }
-agg-plan --seed 1 --size "$SIZE" --segment "$SEGMENT" "$work/hosts.txt" >"$work/plan.txt"
-echo "== agg-load on every host (XDP and TC programs, maps pinned under $AGG_PIN_DIR)"
-for h in $(vcluster_hosts); do
-	vcluster_run "$h" agg-load -v "$work/plan.txt" 2>&1 | sed 's/^agg-load: /  /'
-done
-workers=$(awk '$1 == "node" && !/ role=ps/ { print $2 }' "$work/plan.txt")
+workers=$(awk '!/^#/ && !/ role=ps/ && NF >= 2 { print $1 }' "$work/hosts.txt")
 n=$(echo $workers | wc -w)
 values=$((SIZE / 4))
-echo
-echo "== allreduce: $ITERS iterations of $SIZE bytes of random gradients on $n workers"
-echo "   (segment magnitudes 1e-6..1e2; checked against a float64 sum)"
-printf '%-5s %8s %10s %14s %s\n' iter seconds busbw_GB/s max_rel_error results
-for it in $(seq 1 "$ITERS"); do
-	for w in $workers; do
-		gradtool gen "$values" "$SEGMENT" "$(printf '%s%s' "$it" "$w" | cksum | cut -d' ' -f1)" \
-			>"$work/in.$w"
+# The model at the shaped rates: agg-plan --eval on the hosts with bw=
+# scaled as the links are.
+awk -v s="${VCLUSTER_BW_SCALE:-0.05}" '{ for (i = 1; i <= NF; i++) if ($i ~ /^bw=/) $i = "bw=" substr($i, 4) * s; print }' \
+	"$work/hosts.txt" >"$work/scaled.txt"
+agg-plan --eval -j --size "$SIZE" "$work/scaled.txt" >"$work/eval.json"
+
+# run_plan SCHEME: load agg-plan -s SCHEME's plan on every host, run ITERS
+# allreduce iterations checked bit for bit and against a float64 sum, print
+# a row each and the counters, unload; $median: iterations 2.. (the first
+# also pays for the page cache and ARP).
+run_plan() {
+	scheme=$1
+	agg-plan -s "$scheme" --seed 1 --size "$SIZE" --segment "$SEGMENT" "$work/hosts.txt" >"$work/plan.txt"
+	echo "== agg-load on every host: the $scheme plan (XDP and TC programs, maps pinned under $AGG_PIN_DIR)"
+	for h in $(vcluster_hosts); do
+		vcluster_run "$h" agg-load -v "$work/plan.txt" 2>&1 | sed 's/^agg-load: /  /'
 	done
-	t0=$(date +%s.%N)
-	pids=
-	for w in $workers; do
-		vcluster_run "$w" agg-recv --iter "$it" --timeout 120 "$work/out.$w" & pids="$pids $!"
+	echo
+	echo "== allreduce, $scheme plan: $ITERS iterations of $SIZE bytes of random gradients on $n workers"
+	echo "   (segment magnitudes 1e-6..1e2; checked against a float64 sum)"
+	printf '%-5s %8s %10s %14s %s\n' iter seconds busbw_GB/s max_rel_error results
+	: >"$work/times"
+	for it in $(seq 1 "$ITERS"); do
+		for w in $workers; do
+			gradtool gen "$values" "$SEGMENT" "$(printf '%s%s' "$it" "$w" | cksum | cut -d' ' -f1)" \
+				>"$work/in.$w"
+		done
+		t0=$(date +%s.%N)
+		pids=
+		for w in $workers; do
+			AGG_RUN=$run vcluster_run "$w" agg-recv --iter "$it" --timeout 120 "$work/out.$w" & pids="$pids $!"
+		done
+		for w in $workers; do
+			AGG_RUN=$run vcluster_run "$w" agg-send --iter "$it" --timeout 60 "$work/in.$w" & pids="$pids $!"
+		done
+		for p in $pids; do wait "$p" || { echo "demo: iteration $it failed" >&2; exit 1; }; done
+		t1=$(date +%s.%N)
+		first=
+		ins=
+		for w in $workers; do ins="$ins $work/in.$w"; done
+		same=0
+		for w in $workers; do
+			if [ -z "$first" ]; then
+				first=$work/out.$w
+				err=$(gradtool check "$SEGMENT" "$first" $ins) ||
+					{ echo "demo: iteration $it: results off: $err" >&2; exit 1; }
+			fi
+			cmp -s "$first" "$work/out.$w" && same=$((same + 1))
+		done
+		[ "$same" = "$n" ] || { echo "demo: iteration $it: results differ between workers" >&2; exit 1; }
+		[ "$it" = 1 ] || echo "$t1 - $t0" | bc -l >>"$work/times"
+		awk -v it="$it" -v t0="$t0" -v t1="$t1" -v n="$n" -v b="$SIZE" -v e="${err#max_rel_error }" -v s="$same" \
+			'BEGIN { t = t1 - t0; printf "%-5s %8.2f %10.3f %14s %d/%d bit-identical\n", it, t, 2 * (n - 1) / n * b / t / 1e9, e, s, n }'
 	done
-	for w in $workers; do
-		vcluster_run "$w" agg-send --iter "$it" --timeout 60 "$work/in.$w" & pids="$pids $!"
+	echo "   (seconds include starting agg-send and agg-recv on every worker)"
+	echo
+	echo "== counters (agg-stat): packets in, slots completed, sent up, fanned out, results, drops, resent"
+	printf '%-4s %9s %8s %8s %8s %8s %6s %7s\n' node rx done fwd_up fanout results drops resent
+	for h in $(vcluster_hosts); do
+		agg-stat --node "$h" | awk -v h="$h" '{ v[$1] = $2 } $1 ~ /^drop_/ { d += $2 }
+			END { printf "%-4s %9d %8d %8d %8d %8d %6d %7d\n", h, v["rx"], v["done"], v["fwd_up"], v["fanout"], v["stored"], d, v["resent"] }'
 	done
-	for p in $pids; do wait "$p" || { echo "demo: iteration $it failed" >&2; exit 1; }; done
-	t1=$(date +%s.%N)
-	first=
-	ins=
-	for w in $workers; do ins="$ins $work/in.$w"; done
-	same=0
-	for w in $workers; do
-		if [ -z "$first" ]; then
-			first=$work/out.$w
-			err=$(gradtool check "$SEGMENT" "$first" $ins) ||
-				{ echo "demo: iteration $it: results off: $err" >&2; exit 1; }
-		fi
-		cmp -s "$first" "$work/out.$w" && same=$((same + 1))
-	done
-	[ "$same" = "$n" ] || { echo "demo: iteration $it: results differ between workers" >&2; exit 1; }
-	awk -v it="$it" -v t0="$t0" -v t1="$t1" -v n="$n" -v b="$SIZE" -v e="${err#max_rel_error }" -v s="$same" \
-		'BEGIN { t = t1 - t0; printf "%-5s %8.2f %10.3f %14s %d/%d bit-identical\n", it, t, 2 * (n - 1) / n * b / t / 1e9, e, s, n }'
+	echo
+	for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done
+	median=$(sort -n "$work/times" | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : 0 }')
+	eval "median_$scheme=\$median"
+	run=$((run + 1))
+}
+
+run=0
+run_plan aleph
+run_plan ps
+echo "== the point: the same $((SIZE / 1000000)) MB on the same shaped cluster, two plans"
+echo "   (model: agg-plan --eval at the shaped rates; measured: median of iterations 2..$ITERS)"
+printf '%-6s %9s %9s %7s\n' plan model_s measured ratio
+for scheme in ps aleph; do
+	eval "m=\$median_$scheme"
+	jq -r --arg s "$scheme" --arg m "$m" '.[] | select(.scheme == $s) |
+		"\(.scheme) \(.time_s) \($m)"' "$work/eval.json" |
+		awk '{ printf "%-6s %9.2f %9.2f %7.2f\n", $1, $2, $3, $3 / $2 }'
 done
-echo "   (seconds include starting agg-send and agg-recv on every worker)"
+awk -v a="$median_aleph" -v p="$median_ps" 'BEGIN { printf "ALEPH clusters the workers by bandwidth: %.2f s against %.2f s with every\nworker sending to the PS, %.0f%% less time per allreduce.\n", a, p, 100 * (1 - a / p) }'
 echo
-echo "== counters (agg-stat): packets in, slots completed, sent up, fanned out, results, drops"
-printf '%-4s %9s %8s %8s %8s %8s %6s\n' node rx done fwd_up fanout results drops
-for h in $(vcluster_hosts); do
-	agg-stat --node "$h" | awk -v h="$h" '{ v[$1] = $2 } $1 ~ /^drop_/ { d += $2 }
-		END { printf "%-4s %9d %8d %8d %8d %8d %6d\n", h, v["rx"], v["done"], v["fwd_up"], v["fanout"], v["stored"], d }'
-done
-echo
-for h in $(vcluster_hosts); do vcluster_run "$h" agg-load --unload --node "$h"; done
-echo "demo: $ITERS allreduce iterations checked; everything unloaded; tearing down"
+echo "demo: $ITERS allreduce iterations of each plan checked; everything unloaded; tearing down"

@@ -70,6 +70,11 @@ test_expect_success 'vcluster_shape limits each host to its bw= both ways' '
 		tc -n "$(vcluster_brns)" filter show dev $port parent ffff: >up &&
 		grep -q "mirred (Egress Redirect to device ifb" up || { cat down up; return 1; }
 	done &&
+	# the switch buffer toward ps0: 50 ms of 4000 Mbit/s; its own NIC queue 1000 packets
+	tc -n "$(vcluster_brns)" qdisc show dev "$(vcluster_port ps0)" >q &&
+	grep -q "bfifo.*limit 25000000b" q &&
+	tc -n "$(vcluster_brns)" qdisc show >qall &&
+	grep -q "pfifo.*dev ifb.*limit 1000p" qall || { cat q qall; return 1; } &&
 	vcluster_run w0 ping -c 1 -W 10 -q 10.90.0.2 >/dev/null
 '
 

@@ -34,6 +34,11 @@
 # br0.  It models a hardware switch, which forwards without any host's
 # CPU; but redirected frames skip the ports' qdiscs and tc programs, so
 # vcluster_shape and the loss injector (loss.sh) need the bridge.
+# VCLUSTER_QUEUE_MS (default 50): vcluster_shape's switch buffers, in time:
+# each port's egress queue toward its host holds that long of the link's
+# rate, in bytes, as a switch's shared buffer gives a port about that much
+# (5 ms is a shallow one); the host's own transmit queue is Linux's
+# default, 1000 packets.  VCLUSTER_QLEN=N instead makes both N packets.
 # VCLUSTER_BW_SCALE (default 0.05) scales bw= (Gbit/s) to the emulated
 # rate: TCP over these veths (XDP on the port, so no TSO, MTU 1500) moves
 # about 1.8 Gbit/s, so 10 Gbit/s becomes 500 Mbit/s and ratios hold.  Every bridge
@@ -103,21 +108,30 @@ vcluster_shape() {
 		# ones starve the rate at these speeds.
 		vc_bytes=$(awk -v r="$vc_rate" 'BEGIN { b = r * 1000000 / 8 * 0.002; printf "%d", b < 65536 ? 65536 : b }')
 		vc_burst="burst $vc_bytes cburst $vc_bytes quantum 65536"
-		# A switch-sized buffer: the default leaf queue (an IFB's is 32
-		# packets) drops the bursts of a fan-out.
-		vc_qlen=${VCLUSTER_QLEN:-10000}
+		# Toward the host, the switch's egress buffer, in time:
+		# VCLUSTER_QUEUE_MS (default 50) of the link's rate, in bytes
+		# (at least two 64 KiB frames).  From the host, its NIC's
+		# transmit queue at the NIC's rate: Linux's default
+		# txqueuelen, 1000 packets.  VCLUSTER_QLEN=N: N packets both.
+		if [ -n "${VCLUSTER_QLEN:-}" ]; then
+			vc_fifo="pfifo limit $VCLUSTER_QLEN" vc_upfifo=$vc_fifo
+		else
+			vc_fifo="bfifo limit $(awk -v r="$vc_rate" -v ms="${VCLUSTER_QUEUE_MS:-50}" \
+				'BEGIN { b = r * 1000000 / 8 * ms / 1000; printf "%d", b < 131072 ? 131072 : b }')"
+			vc_upfifo="pfifo limit 1000"
+		fi
 		vc_ifb=ifb$vc_i
 		vc_i=$((vc_i + 1))
 		tc -n "$vc_br" qdisc replace dev "$vc_port" root handle 1: htb default 1 &&
 		tc -n "$vc_br" class replace dev "$vc_port" parent 1: classid 1:1 \
 			htb rate "${vc_rate}mbit" $vc_burst &&
-		tc -n "$vc_br" qdisc replace dev "$vc_port" parent 1:1 pfifo limit $vc_qlen &&
+		tc -n "$vc_br" qdisc replace dev "$vc_port" parent 1:1 $vc_fifo &&
 		ip -n "$vc_br" link add "$vc_ifb" type ifb &&
 		ip -n "$vc_br" link set "$vc_ifb" up &&
 		tc -n "$vc_br" qdisc replace dev "$vc_ifb" root handle 1: htb default 1 &&
 		tc -n "$vc_br" class replace dev "$vc_ifb" parent 1: classid 1:1 \
 			htb rate "${vc_rate}mbit" $vc_burst &&
-		tc -n "$vc_br" qdisc replace dev "$vc_ifb" parent 1:1 pfifo limit $vc_qlen &&
+		tc -n "$vc_br" qdisc replace dev "$vc_ifb" parent 1:1 $vc_upfifo &&
 		tc -n "$vc_br" qdisc replace dev "$vc_port" handle ffff: ingress &&
 		tc -n "$vc_br" filter replace dev "$vc_port" parent ffff: protocol all \
 			u32 match u32 0 0 action mirred egress redirect dev "$vc_ifb" ||
