@@ -155,7 +155,8 @@ run=0
 run_plan aleph
 run_plan ps
 echo "== the point: the same $((SIZE / 1000000)) MB on the same shaped cluster, two plans"
-echo "   (model: agg-plan --eval at the shaped rates; measured: median of iterations 2..$ITERS)"
+echo "   (model: agg-plan --eval at the shaped rates; measured: median of iterations 2..$ITERS,"
+echo "   the lower of the middle two when even)"
 printf '%-6s %9s %9s %7s\n' plan model_s measured ratio
 for scheme in ps aleph; do
 	eval "m=\$median_$scheme"
