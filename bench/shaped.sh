@@ -24,23 +24,12 @@ PY=/usr/bin/python3
 gloo=
 if $PY -c 'import torch.distributed' 2>/dev/null; then gloo=yes; fi
 
-cat >"$tmp/hosts.txt" <<'HOSTS'
-ps0 10.90.0.100 bw=40 role=ps
-a   10.90.0.1   bw=30
-b1  10.90.0.2   bw=20
-b2  10.90.0.3   bw=20
-c1  10.90.0.4   bw=10
-c2  10.90.0.5   bw=10
-c3  10.90.0.6   bw=10
-c4  10.90.0.7   bw=10
-c5  10.90.0.8   bw=10
-HOSTS
+cp "$AGG_SRC/t/lib/aleph-testbed.hosts" "$tmp/hosts.txt"
 # The model at the shaped rates: the same hosts with bw= scaled.
-awk -v s="$SCALE" '{ for (i = 1; i <= NF; i++) if ($i ~ /^bw=/) $i = "bw=" substr($i, 4) * s; print }' \
-	"$tmp/hosts.txt" >"$tmp/scaled.txt"
+vcluster_scaled_hosts "$tmp/hosts.txt" >"$tmp/scaled.txt"
 agg-plan --eval -j --size "$SIZE" "$tmp/scaled.txt" >"$tmp/eval.json"
 model() { jq -r --arg s "$1" '.[] | select(.scheme == $s) | .time_s' "$tmp/eval.json"; }
-ws=$(awk '!/role=ps/ { print $1 }' "$tmp/hosts.txt")
+ws=$(awk '!/^#/ && NF >= 2 && !/role=ps/ { print $1 }' "$tmp/hosts.txt")
 sent_sum() {	# sent + sent_local, resent summed over the nodes
 	agg-stat --all -j | jq -r '[([.[].sent // 0] | add) + ([.[].sent_local // 0] | add), ([.[].resent // 0] | add)] | @tsv'
 }

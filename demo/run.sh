@@ -28,18 +28,7 @@ cleanup() { vcluster_down; rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-cat > "$work/hosts.txt" <<'HOSTS'
-# ALEPH Sec. 6.3 testbed
-ps0 10.90.0.100 bw=40 role=ps
-a   10.90.0.1   bw=30
-b1  10.90.0.2   bw=20
-b2  10.90.0.3   bw=20
-c1  10.90.0.4   bw=10
-c2  10.90.0.5   bw=10
-c3  10.90.0.6   bw=10
-c4  10.90.0.7   bw=10
-c5  10.90.0.8   bw=10
-HOSTS
+cp "$AGG_SRC/t/lib/aleph-testbed.hosts" "$work/hosts.txt"
 
 echo "== hosts (ALEPH Sec. 6.3 testbed)"
 grep -v '^#' "$work/hosts.txt"
@@ -84,8 +73,7 @@ n=$(echo $workers | wc -w)
 values=$((SIZE / 4))
 # The model at the shaped rates: agg-plan --eval on the hosts with bw=
 # scaled as the links are.
-awk -v s="${VCLUSTER_BW_SCALE:-0.05}" '{ for (i = 1; i <= NF; i++) if ($i ~ /^bw=/) $i = "bw=" substr($i, 4) * s; print }' \
-	"$work/hosts.txt" >"$work/scaled.txt"
+vcluster_scaled_hosts "$work/hosts.txt" >"$work/scaled.txt"
 agg-plan --eval -j --size "$SIZE" "$work/scaled.txt" >"$work/eval.json"
 
 # run_plan SCHEME: load agg-plan -s SCHEME's plan on every host, run ITERS

@@ -22,6 +22,7 @@
 #                                    baseline's best case) or put it back
 #   vcluster_switch_stats            "forwarded N passed M": the frames the
 #                                    XDP switch redirected and passed to br0
+#   vcluster_scaled_hosts FILE       FILE with bw= scaled to the emulated rates
 #   vcluster_down                    remove everything vcluster_up made
 #
 # VCLUSTER_MTU (default 1500) sets the MTU of every link.
@@ -138,6 +139,13 @@ vcluster_shape() {
 			{ echo "vcluster: cannot shape $vc_name" >&2; return 1; }
 		eval "VCLUSTER_RATE_$(printf %s "$vc_name" | tr -c 'A-Za-z0-9_\n' _)=$vc_rate"
 	done
+}
+
+# vcluster_scaled_hosts FILE: FILE with every bw= scaled as vcluster_shape
+# scales it (VCLUSTER_BW_SCALE), for agg-plan --eval's model at the rates
+# the cluster really has.
+vcluster_scaled_hosts() {
+	awk -v s="${VCLUSTER_BW_SCALE:-0.05}" '{ for (i = 1; i <= NF; i++) if ($i ~ /^bw=/) $i = "bw=" substr($i, 4) * s; print }' "$1"
 }
 
 # The emulated rate of host NAME in Mbit/s (after vcluster_shape).
