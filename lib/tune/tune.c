@@ -4,7 +4,6 @@
  * table of every setting's measurements, confirmation of new bests.  See
  * tune.h for the protocol and where we differ from the paper.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -16,25 +15,12 @@
 
 /* ---- the search space ---------------------------------------------------- */
 
-static bool good_name(const char *name)
-{
-	size_t len = strlen(name);
-
-	if (!len || len >= AGG_TUNE_NAME_MAX || !islower((unsigned char)name[0]))
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!islower((unsigned char)name[i]) && !isdigit((unsigned char)name[i]) &&
-		    name[i] != '_')
-			return false;
-	return true;
-}
-
 int agg_tune_space_add(struct agg_tune_space *s, const char *name,
 		       const int64_t *v, int n)
 {
 	struct agg_tune_param *p;
 
-	if (!good_name(name) || n < 1)
+	if (!agg_tune_name_ok(name, strlen(name)) || n < 1)
 		return -EINVAL;
 	for (int k = 0; k < s->n; k++)
 		if (!strcmp(s->p[k].name, name))

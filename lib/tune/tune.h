@@ -26,16 +26,18 @@
  * use found a new best and recent finds weigh more than old ones.
  *
  * Where we differ from the paper:
- *  - techniques: uniform random, hill climbing over the nearest untried
- *    neighbours, Nelder-Mead and differential evolution on the index grid
- *    (OpenTuner's ensemble), not grid search, PBT, Bayesian optimisation and
+ *  - techniques: random (space-filling: the farthest from the measured
+ *    settings of a few uniform draws), hill climbing over the nearest
+ *    untried neighbours of the best, Nelder-Mead and differential evolution
+ *    on the index grid (after OpenTuner's ensemble), not grid search, PBT,
+ *    Bayesian optimisation and
  *    Hyperband: the space is two or three small ordered parameters and the
  *    budget 50 iterations, too few for PBT or Hyperband to pay off;
  *  - noise: an iteration's time is noisy, and the best of many single
  *    measurements is mostly luck (the winner's curse).  A setting whose
- *    first measurement beats the best is measured again ("confirm" trials)
- *    until it has opts.repeats measurements; it becomes the best only if
- *    the median of them still beats the best's median.  Credit goes to the
+ *    first measurement beats the best by opts.min_gain is measured again
+ *    ("confirm" trials) until it has opts.repeats measurements; it becomes
+ *    the best only if the median of them still does.  Credit goes to the
  *    technique that proposed it, when it is confirmed;
  *  - a setting is measured once by a technique: a technique that asks for
  *    a measured setting is answered from the table of medians without
@@ -55,7 +57,10 @@
 
 /* ---- the search space ---------------------------------------------------- */
 
-/* A parameter: a name ([a-z][a-z0-9_]*) and its values, strictly ascending. */
+/* The len bytes at s name a parameter or feature: [a-z][a-z0-9_]*, < 24. */
+bool agg_tune_name_ok(const char *s, size_t len);
+
+/* A parameter: a name and its values, strictly ascending. */
 struct agg_tune_param {
 	char name[AGG_TUNE_NAME_MAX];
 	int n;

@@ -21,7 +21,7 @@
 
 /* ---- fingerprints ---------------------------------------------------------- */
 
-static bool good_name(const char *s, size_t len)
+bool agg_tune_name_ok(const char *s, size_t len)
 {
 	if (!len || len >= AGG_TUNE_NAME_MAX || s[0] < 'a' || s[0] > 'z')
 		return false;
@@ -37,7 +37,7 @@ int agg_tune_fp_add(struct agg_tune_fp *fp, const char *name, double v)
 {
 	int at = 0;
 
-	if (!good_name(name, strlen(name)) || !isfinite(v) || v < 0)
+	if (!agg_tune_name_ok(name, strlen(name)) || !isfinite(v) || v < 0)
 		return -EINVAL;
 	while (at < fp->n && strcmp(fp->name[at], name) < 0)
 		at++;
@@ -153,7 +153,7 @@ static int parse_entry(const struct agg_text_line *ln, const char *fname,
 			part = RESULT;
 			continue;
 		}
-		if (!split_kv(t->s, &nlen, &val) || !good_name(t->s, nlen)) {
+		if (!split_kv(t->s, &nlen, &val) || !agg_tune_name_ok(t->s, nlen)) {
 			agg_diag_set(d, fname, ln->lineno, t->col, "want NAME=VALUE, not '%s'", t->s);
 			return -EINVAL;
 		}
@@ -334,7 +334,7 @@ int agg_tune_cache_put(struct agg_tune_cache *c, const struct agg_tune_entry *e)
 	if (!e->fp.n || !e->set.n || !isfinite(e->seconds) || e->seconds <= 0 || e->trials < 0)
 		return -EINVAL;
 	for (int k = 0; k < e->set.n; k++)
-		if (!good_name(e->set.name[k], strnlen(e->set.name[k], AGG_TUNE_NAME_MAX)))
+		if (!agg_tune_name_ok(e->set.name[k], strnlen(e->set.name[k], AGG_TUNE_NAME_MAX)))
 			return -EINVAL;
 	while (i < c->n && !agg_tune_fp_eq(&c->e[i].fp, &e->fp))
 		i++;
