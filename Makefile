@@ -39,7 +39,7 @@ CPPFLAGS   += $(LAYERS:%=-Ilib/%) -Ilib/api -Ibpf -Ibuild -D_GNU_SOURCE \
               -DAGG_SECRET_FILE='"$(AGG_SECRET_FILE)"'
 # What each layer's code needs besides libc (see "lib/: layers" below).
 LIBS_BASE  := -lm
-LIBS_DP    := -lbpf -lelf -lz -lm -lpthread
+LIBS_DP    := -lbpf -lelf -lz -lnuma -lm -lpthread
 LDLIBS     += -lbpf -lelf -lz -lpcap -lnuma -lm -lpthread
 BPF_CFLAGS ?= -O2 -g -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -I$(ARCH_INC) -Ibpf
 

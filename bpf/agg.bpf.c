@@ -183,7 +183,7 @@ struct {
 /* What agg-send did here (enum agg_sent); only user space writes it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, AGG_SENT_COUNT);
+	__uint(max_entries, AGG_SENT_ENTRIES);
 	__type(key, __u32);
 	__type(value, __u64);
 } sent SEC(".maps");

@@ -304,6 +304,24 @@ enum agg_sent {
 	"sent_fanout", "sent_signals", }
 
 /*
+ * After those, one section per stream of agg-send (--streams): stream k's
+ * field f is key AGG_SENT_STREAM(k, f).  The totals above are the sums of
+ * the sections (and iterations); a stream never used stays 0.
+ */
+#define AGG_MAX_STREAMS		64
+enum agg_sent_stream {
+	AGG_SST_WIRE,		/* segments sent on the wire */
+	AGG_SST_LOCAL,		/* segments put into our own program */
+	AGG_SST_RESENT,		/* of those, resends */
+	AGG_SST_FANOUT,		/* results a worker root sent its children */
+	AGG_SST_SIGNALS,	/* fetch signals a worker root delivered */
+	AGG_SST_COUNT,
+};
+#define AGG_SST_NAMES { "sent", "sent_local", "resent", "sent_fanout", "sent_signals", }
+#define AGG_SENT_STREAM(k, f)	(AGG_SENT_COUNT + (k) * AGG_SST_COUNT + (f))
+#define AGG_SENT_ENTRIES	AGG_SENT_STREAM(AGG_MAX_STREAMS, 0)
+
+/*
  * The XDP dispatcher of an interface (bpf/dispatch.bpf.c), pinned under
  * PIN_DIR/dev/NETNS-IFINDEX/: "ports" maps a job's UDP port to its entry
  * in the program array "progs".

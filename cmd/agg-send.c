@@ -32,9 +32,10 @@ static struct {
 	uint64_t ver;		/* agg_ver(run, iter) */
 	unsigned op;
 	double timeout;
-} env = { .timeout = 10 };
+	unsigned streams;	/* 0: auto */
+} env = { .timeout = 10, .streams = 1 };
 
-enum { OPT_ITER = 0x100, OPT_RUN, OPT_OP, OPT_TIMEOUT };
+enum { OPT_ITER = 0x100, OPT_RUN, OPT_OP, OPT_TIMEOUT, OPT_STREAMS };
 
 static const char doc[] =
 "Send this node's gradient for one iteration: FILE (or standard input) holds\n"
@@ -42,11 +43,14 @@ static const char doc[] =
 "values are cut into segments and sent up every tree of the plan, paced by\n"
 "the slot pool; agg-send exits once all of them are aggregated.  agg-recv(1)\n"
 "reads the result.  Within a run an iteration is sent once: a retried step\n"
-"takes a new iteration number, a restarted job a new run.\n"
+"takes a new iteration number, a restarted job a new run.  --streams sends\n"
+"over several UDP sockets (source ports) at once, each in a thread of its\n"
+"own, so a receiver's RSS spreads them over its queues and CPUs.\n"
 "\n"
 "EXAMPLES:\n"
 "  agg-send --iter 3 grad.bin\n"
 "  agg-send --node w2 --iter 3 --op max < grad.bin\n"
+"  agg-send --iter 3 --streams auto grad.bin\n"
 "\v"
 "Exit status: 0 aggregated, 1 not aggregated within --timeout, 2 bad usage\n"
 "or bad input (wrong length; an iteration already sent, a run that is over),\n"
@@ -60,11 +64,15 @@ static const struct argp_option options[] = {
 	{ "op", OPT_OP, "OP", 0, "sum (default), max or min", 0 },
 	{ "timeout", OPT_TIMEOUT, "SEC", 0,
 	  "Give up when nothing progresses for SEC seconds (default 10)", 0 },
+	{ "streams", OPT_STREAMS, "N|auto", 0,
+	  "Send over N streams (1 to 64; default 1); auto: the interface's "
+	  "receive queues, at most the CPUs of its NUMA node", 0 },
 	{ 0 }
 };
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
+	uint64_t v;
 
 	switch (key) {
 	case OPT_ITER:
@@ -79,6 +87,16 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_TIMEOUT:
 		env.timeout = agg_argp_timeout(state, arg);
+		break;
+	case OPT_STREAMS:
+		if (!strcmp(arg, "auto")) {
+			env.streams = 0;
+			break;
+		}
+		if (agg_parse_u64(arg, &v, NULL) || v < 1 || v > AGG_MAX_STREAMS)
+			argp_error(state, "bad --streams '%s' (1 to %d, or auto)", arg,
+				   AGG_MAX_STREAMS);
+		env.streams = (unsigned)v;
 		break;
 	case ARGP_KEY_ARG:
 		if (env.file)
@@ -140,7 +158,9 @@ int main(int argc, char **argv)
 		.doc = doc, .children = children,
 	};
 	struct agg_node n;
-	struct agg_sender s = { .sock = -1, .sig = -1 };
+	struct agg_sender s = { .sig = -1 };
+	uint64_t counts[AGG_SENT_ENTRIES];
+	unsigned streams;
 	struct agg_send_call c = { 0 };
 	struct agg_grad_in in = { 0 };
 	char why[1200];
@@ -157,6 +177,7 @@ int main(int argc, char **argv)
 	if (!env.has_run && agg_run_default(&env.run))
 		return AGG_EXIT_USAGE;
 	env.ver = agg_ver(env.run, env.iter);
+	streams = env.streams;
 
 	err = agg_node_open(&n, agg_target.pin_dir, agg_target.job, agg_target.node,
 			    why, sizeof(why));
@@ -175,7 +196,13 @@ int main(int argc, char **argv)
 		goto out;
 	guard_input(&in);
 	t0 = agg_now();
-	if (agg_sender_init(&s, &n)) {
+	if (!streams) {
+		char how[200];
+
+		streams = agg_streams_auto(&n, how, sizeof(how));
+		agg_info("--streams auto: %s", how);
+	}
+	if (agg_sender_init(&s, &n, streams)) {
 		agg_err("cannot set up sending: %s", strerror(errno));
 		rc = AGG_EXIT_SYSTEM;
 		goto out;
@@ -198,27 +225,29 @@ int main(int argc, char **argv)
 		rc = err == -ETIMEDOUT ? AGG_EXIT_PROBLEM : AGG_EXIT_SYSTEM;
 		goto out;
 	}
+	agg_sender_counters(&s, 1, counts);
 	agg_info("iteration %u: %u segments aggregated (%" PRIu64 " here, %" PRIu64
-		 " sent, %" PRIu64 " of them resent) in %.3f s", env.iter, n.l.nsegs,
-		 s.sent_local, s.sent_remote, s.resent, agg_now() - t0);
+		 " sent, %" PRIu64 " of them resent) over %u stream%s in %.3f s", env.iter,
+		 n.l.nsegs, counts[AGG_SENT_LOCAL], counts[AGG_SENT_WIRE],
+		 counts[AGG_SENT_RESENT], s.nstreams, s.nstreams == 1 ? "" : "s",
+		 agg_now() - t0);
 	if (agg_print_json()) {
 		agg_print_obj_open(NULL);
 		agg_print_uint("iter", NULL, env.iter);
 		agg_print_uint("run", NULL, env.run);
 		agg_print_uint("segments", NULL, n.l.nsegs);
-		agg_print_uint("local", NULL, s.sent_local);
-		agg_print_uint("sent", NULL, s.sent_remote);
-		agg_print_uint("resent", NULL, s.resent);
+		agg_print_uint("streams", NULL, s.nstreams);
+		agg_print_uint("local", NULL, counts[AGG_SENT_LOCAL]);
+		agg_print_uint("sent", NULL, counts[AGG_SENT_WIRE]);
+		agg_print_uint("resent", NULL, counts[AGG_SENT_RESENT]);
 		agg_print_uint("nonfinite", NULL, c.nonfinite);
 		agg_print_float("seconds", NULL, agg_now() - t0);
 		agg_print_obj_close();
 	}
 out:
 	if (n.fd_sent >= 0 && taken) {
-		uint64_t add[AGG_SENT_COUNT];
-
-		agg_sender_counters(&s, 1, add);
-		if (agg_sent_add(n.fd_sent, add))
+		agg_sender_counters(&s, 1, counts);
+		if (agg_sent_add(n.fd_sent, counts))
 			agg_warn("cannot update the counters of %s/sent: %s", n.dir, strerror(errno));
 	}
 	agg_sender_free(&s);

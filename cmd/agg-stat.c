@@ -223,6 +223,37 @@ static void record_end(void)
 
 /* ---- counters --------------------------------------------------------- */
 
+/* agg-send's streams that sent anything: a table, or "streams" in JSON. */
+static void print_streams(const struct agg_stat_snap *s)
+{
+	bool head = false;
+
+	agg_print_arr_open("streams");
+	for (unsigned k = 0; k < s->nstreams; k++) {
+		const uint64_t *v = &s->stream[(size_t)k * AGG_SST_COUNT];
+		bool used = false;
+
+		for (int f = 0; f < AGG_SST_COUNT; f++)
+			used |= v[f] != 0;
+		if (!used)
+			continue;
+		if (!head) {
+			agg_print_text("# sent per stream (agg-send --streams)\n# %-6s", "stream");
+			for (int f = 0; f < AGG_SST_COUNT; f++)
+				agg_print_text(" %14s", agg_stat_stream_name(f));
+			agg_print_text("\n");
+			head = true;
+		}
+		agg_print_obj_open(NULL);
+		agg_print_uint("stream", "%8" PRIu64, k);
+		for (int f = 0; f < AGG_SST_COUNT; f++)
+			agg_print_uint(agg_stat_stream_name(f), " %14" PRIu64, v[f]);
+		agg_print_text("\n");
+		agg_print_obj_close();
+	}
+	agg_print_arr_close();
+}
+
 static void print_counters(const struct agg_stat_node *n, const struct agg_stat_snap *s)
 {
 	char fmt[64];
@@ -258,6 +289,7 @@ static void print_counters(const struct agg_stat_node *n, const struct agg_stat_
 			agg_print_text("\n");
 		}
 	}
+	print_streams(s);
 	if (s->percpu && agg_print_json()) {
 		agg_print_arr_open("per_cpu");
 		for (int c = 0; c < n->ncpu; c++) {

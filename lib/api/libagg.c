@@ -75,7 +75,7 @@ struct agg {
 	double timeout;
 	int rank;
 	float *scratch;			/* float16 and bfloat16 in float32 */
-	uint64_t iters, flushed[AGG_SENT_COUNT];
+	uint64_t iters, flushed[AGG_SENT_ENTRIES];
 	double flushed_at;
 	pthread_t thread;
 	bool started;
@@ -186,12 +186,12 @@ static void from_float(const float *x, size_t n, enum agg_dtype t, void *buf)
 /* Add what the sender did to the node's "sent" map, as agg-send does. */
 static void flush_counters(struct agg *a, bool force)
 {
-	uint64_t now[AGG_SENT_COUNT], add[AGG_SENT_COUNT];
+	uint64_t now[AGG_SENT_ENTRIES], add[AGG_SENT_ENTRIES];
 
 	agg_sender_counters(&a->s, a->iters, now);
 	if (!force && agg_now() - a->flushed_at < FLUSH_EVERY)
 		return;
-	for (int k = 0; k < AGG_SENT_COUNT; k++)
+	for (int k = 0; k < AGG_SENT_ENTRIES; k++)
 		add[k] = now[k] - a->flushed[k];
 	if (!agg_sent_add(a->n.fd_sent, add))
 		memcpy(a->flushed, now, sizeof(now));
@@ -353,12 +353,15 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 	}
 	if (o.timeout < 0 || o.timeout > 86400)
 		return fail(-EINVAL, "timeout %g: seconds, up to 86400", o.timeout);
+	if (o.streams > AGG_MAX_STREAMS && o.streams != AGG_STREAMS_AUTO)
+		return fail(-EINVAL, "streams %u: 1 to %d, or AGG_STREAMS_AUTO", o.streams,
+			    AGG_MAX_STREAMS);
 	pin_dir = o.pin_dir ? o.pin_dir : getenv("AGG_PIN_DIR") && *getenv("AGG_PIN_DIR") ?
 		  getenv("AGG_PIN_DIR") : AGG_PIN_DIR;
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return fail(-ENOMEM, "out of memory");
-	a->s.sock = a->s.sig = -1;
+	a->s.sig = -1;
 	a->timeout = o.timeout ? o.timeout : 30;
 	if ((err = pick_run(&o, &a->run)))
 		goto fail_free;
@@ -380,7 +383,9 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 		fail(err, "%s: cannot map the results: %s", a->n.dir, strerror(-err));
 		goto fail_node;
 	}
-	if (agg_sender_init(&a->s, &a->n)) {
+	if (o.streams == AGG_STREAMS_AUTO)
+		o.streams = agg_streams_auto(&a->n, NULL, 0);
+	if (agg_sender_init(&a->s, &a->n, o.streams)) {
 		err = fail(-errno, "cannot set up sending on node %s: %s",
 			   a->n.plan.node[a->n.self].name, strerror(errno));
 		goto fail_node;

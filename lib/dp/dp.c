@@ -786,15 +786,18 @@ int agg_link_create(int prog_fd, int ifindex, unsigned type, unsigned flags)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-int agg_sent_add(int fd, const uint64_t add[AGG_SENT_COUNT])
+int agg_sent_add(int fd, const uint64_t add[AGG_SENT_ENTRIES])
 {
-	for (uint32_t k = 0; k < AGG_SENT_COUNT; k++) {
+	for (uint32_t k = 0; k < AGG_SENT_ENTRIES; k++) {
 		uint64_t v = 0;
 
 		if (!add[k])
 			continue;
-		if (bpf_map_lookup_elem(fd, &k, &v))
+		if (bpf_map_lookup_elem(fd, &k, &v)) {
+			if (errno == ENOENT && k >= AGG_SENT_COUNT)
+				return 0;	/* a map without stream sections */
 			return -errno;
+		}
 		v += add[k];
 		if (bpf_map_update_elem(fd, &k, &v, BPF_ANY))
 			return -errno;

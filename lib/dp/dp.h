@@ -193,8 +193,10 @@ int32_t agg_node_exponent(const struct agg_node *n, uint32_t d);
  */
 int agg_stats_read(int fd, uint64_t out[AGG_S_COUNT], uint64_t *percpu, int ncpu);
 
-/* Add to agg-send's counters in the "sent" map (one writer per node). */
-int agg_sent_add(int fd, const uint64_t add[AGG_SENT_COUNT]);
+/* Add to agg-send's counters in the "sent" map (one writer per node):
+ * AGG_SENT_ENTRIES values, keys 0 ..; the per-stream keys are skipped on
+ * a map of a load older than them. */
+int agg_sent_add(int fd, const uint64_t add[AGG_SENT_ENTRIES]);
 
 /*
  * A BPF link of prog on an interface by BPF_LINK_CREATE (XDP, or tcx,

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * The sending engine: framing, injection into the node's own XDP program,
- * the window of lanes, resends, and probes when a call stalls (send.h).
+ * the window of lanes dealt to streams, resends, and probes when a call
+ * stalls (send.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -9,15 +10,22 @@
 #include <linux/ip.h>
 #include <linux/udp.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <numa.h>
 
 #include "opts.h"
 #include "probe.h"
@@ -25,34 +33,55 @@
 #include "recv.h"
 #include "send.h"
 
+static void stream_free(struct agg_stream *st)
+{
+	if (st->sock >= 0)
+		close(st->sock);
+	if (st->kick >= 0)
+		close(st->kick);
+	free(st->frame);
+	free(st->out);
+}
+
 void agg_sender_free(struct agg_sender *s)
 {
-	if (s->sock >= 0)
-		close(s->sock);
+	if (!s->n)
+		return;		/* never set up, or freed */
+	for (unsigned k = 0; s->st && k < s->nstreams; k++)
+		stream_free(&s->st[k]);
 	if (s->sig >= 0)
 		close(s->sig);
 	ring_buffer__free(s->rb);
+	pthread_mutex_destroy(&s->rb_lock);
+	if (s->cpus)
+		numa_bitmask_free(s->cpus);
+	free(s->st);
 	free(s->parent);
 	free(s->local);
 	free(s->root);
 	free(s->kid);
 	free(s->kid_first);
-	free(s->frame);
-	free(s->out);
 	free(s->exps);
 	memset(s, 0, sizeof(*s));
-	s->sock = s->sig = -1;
+	s->sig = -1;
 }
 
 void agg_sender_counters(const struct agg_sender *s, uint64_t iters,
-			 uint64_t out[AGG_SENT_COUNT])
+			 uint64_t out[AGG_SENT_ENTRIES])
 {
+	static const int total[AGG_SST_COUNT] = {
+		[AGG_SST_WIRE] = AGG_SENT_WIRE, [AGG_SST_LOCAL] = AGG_SENT_LOCAL,
+		[AGG_SST_RESENT] = AGG_SENT_RESENT, [AGG_SST_FANOUT] = AGG_SENT_FANOUT,
+		[AGG_SST_SIGNALS] = AGG_SENT_SIGNALS,
+	};
+
+	memset(out, 0, AGG_SENT_ENTRIES * sizeof(*out));
 	out[AGG_SENT_ITERS] = iters;
-	out[AGG_SENT_WIRE] = s->sent_remote;
-	out[AGG_SENT_LOCAL] = s->sent_local;
-	out[AGG_SENT_RESENT] = s->resent;
-	out[AGG_SENT_FANOUT] = s->fanned;
-	out[AGG_SENT_SIGNALS] = s->signalled;
+	for (unsigned k = 0; s->st && k < s->nstreams; k++)
+		for (int f = 0; f < AGG_SST_COUNT; f++) {
+			out[AGG_SENT_STREAM(k, f)] = s->st[k].count[f];
+			out[total[f]] += s->st[k].count[f];
+		}
 }
 
 static int event_nop(void *ctx, void *data, size_t size)
@@ -60,31 +89,197 @@ static int event_nop(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-int agg_sender_init(struct agg_sender *s, struct agg_node *n)
+/* Read a small sysfs file of the interface into buf: 0 or -errno. */
+static int netif_sysfs(const char *ifname, const char *what, char *buf, size_t len)
 {
-	const struct agg_plan *p = &n->plan;
-	const struct agg_host *me = &p->node[n->self];
+	char path[128];
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/%s", ifname, what);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	ok = fgets(buf, (int)len, f) != NULL;
+	fclose(f);
+	return ok ? 0 : -EIO;
+}
+
+int agg_netif_numa_node(const struct agg_netif *nif)
+{
+	char buf[64], mac[24];
+	long v;
+
+	/* sysfs is the namespace's that mounted it: under nsenter --net
+	 * another namespace's device may answer to the name.  Ours has our
+	 * index and MAC. */
+	if (netif_sysfs(nif->name, "ifindex", buf, sizeof(buf)) || atoi(buf) != nif->ifindex)
+		return -1;
+	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", nif->mac[0], nif->mac[1],
+		 nif->mac[2], nif->mac[3], nif->mac[4], nif->mac[5]);
+	if (netif_sysfs(nif->name, "address", buf, sizeof(buf)) || strncmp(buf, mac, 17))
+		return -1;
+	if (netif_sysfs(nif->name, "device/numa_node", buf, sizeof(buf)))
+		return -1;
+	v = strtol(buf, NULL, 10);
+	return v >= 0 && v < 4096 ? (int)v : -1;
+}
+
+/* The CPUs of NUMA node node that this process may run on, or with node
+ * -1 all it may run on (malloc'd), or NULL without libnuma's support. */
+static struct bitmask *node_cpus(int node)
+{
+	struct bitmask *m;
+
+	if (numa_available() < 0)
+		return NULL;
+	m = numa_allocate_cpumask();
+	if (!m)
+		return NULL;
+	if (node >= 0 && numa_node_to_cpus(node, m) == 0) {
+		for (unsigned c = 0; c < m->size; c++)
+			if (numa_bitmask_isbitset(m, c) && !numa_bitmask_isbitset(numa_all_cpus_ptr, c))
+				numa_bitmask_clearbit(m, c);
+	} else {
+		numa_bitmask_clearall(m);
+		for (unsigned c = 0; c < m->size && c < numa_all_cpus_ptr->size; c++)
+			if (numa_bitmask_isbitset(numa_all_cpus_ptr, c))
+				numa_bitmask_setbit(m, c);
+	}
+	if (!numa_bitmask_weight(m)) {
+		numa_bitmask_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* The interface's receive queues by ethtool (rx + combined channels),
+ * which asks the namespace we are in; 0 when it does not say. */
+static unsigned netif_rx_queues(const struct agg_netif *nif)
+{
+	struct ethtool_channels ch = { .cmd = ETHTOOL_GCHANNELS };
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	unsigned q = 0;
+
+	if (fd < 0)
+		return 0;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", nif->name);
+	ifr.ifr_data = (void *)&ch;
+	if (ioctl(fd, SIOCETHTOOL, &ifr) == 0)
+		q = ch.rx_count + ch.combined_count;
+	close(fd);
+	return q;
+}
+
+unsigned agg_streams_auto(const struct agg_node *n, char *why, size_t whylen)
+{
+	int node = agg_netif_numa_node(&n->nif);
+	struct bitmask *m = node_cpus(node);
+	unsigned q = netif_rx_queues(&n->nif), cpus = m ? numa_bitmask_weight(m) : 0, k;
+	char cpu_why[64];
+
+	if (!cpus) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+
+		cpus = c > 0 ? (unsigned)c : 1;
+	}
+	if (m)
+		numa_bitmask_free(m);
+	k = q ? q : 1;
+	if (k > cpus)
+		k = cpus;
+	if (k > AGG_MAX_STREAMS)
+		k = AGG_MAX_STREAMS;
+	if (node >= 0)
+		snprintf(cpu_why, sizeof(cpu_why), "%u CPUs on its NUMA node %d", cpus, node);
+	else
+		snprintf(cpu_why, sizeof(cpu_why), "%u CPUs (no NUMA node)", cpus);
+	if (why && q)
+		snprintf(why, whylen, "%u streams: %s has %u receive queues, %s", k,
+			 n->nif.name, q, cpu_why);
+	else if (why)
+		snprintf(why, whylen, "%u stream: %s reports no receive queues (ethtool -l)",
+			 k, n->nif.name);
+	return k;
+}
+
+static int stream_init(struct agg_sender *s, struct agg_stream *st, unsigned id)
+{
+	const struct agg_plan *p = &s->n->plan;
+	const struct agg_host *me = &p->node[s->n->self];
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = me->addr };
+	socklen_t sl = sizeof(sa);
 	struct ethhdr *eth;
 	struct iphdr *ip;
 	struct udphdr *udp;
 
+	st->s = s;
+	st->id = id;
+	st->sock = st->kick = -1;
+	st->frame = calloc(1, s->frame_len);
+	st->out = calloc(1, s->frame_len + sizeof(struct agg_tcmeta));
+	if (!st->frame || !st->out) {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* Port 0: the kernel picks a free port, a distinct one per stream. */
+	st->sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (st->sock < 0 || bind(st->sock, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(st->sock, (struct sockaddr *)&sa, &sl))
+		return -1;
+	st->port = ntohs(sa.sin_port);
+	st->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (st->kick < 0)
+		return -1;
+	/* The frame a local contribution enters our own XDP program with. */
+	eth = (struct ethhdr *)st->frame;
+	ip = (struct iphdr *)(eth + 1);
+	udp = (struct udphdr *)(ip + 1);
+	memcpy(eth->h_dest, s->n->nif.mac, 6);
+	memcpy(eth->h_source, s->n->nif.mac, 6);
+	eth->h_proto = htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_UDP;
+	ip->tot_len = htons(s->frame_len - sizeof(*eth));
+	ip->saddr = me->addr.s_addr;
+	ip->daddr = me->addr.s_addr;
+	udp->source = htons(st->port);
+	udp->dest = htons(p->port);
+	udp->len = htons(s->frame_len - sizeof(*eth) - sizeof(*ip));
+	return 0;
+}
+
+int agg_sender_init(struct agg_sender *s, struct agg_node *n, unsigned nstreams)
+{
+	const struct agg_plan *p = &n->plan;
+
 	memset(s, 0, sizeof(*s));
-	s->sock = s->sig = -1;
+	s->sig = -1;
+	if (nstreams > AGG_MAX_STREAMS) {
+		errno = EINVAL;
+		return -EINVAL;
+	}
 	s->n = n;
+	pthread_mutex_init(&s->rb_lock, NULL);
+	s->nstreams = nstreams ? nstreams : 1;
+	s->numa_node = -1;
 	s->parent = calloc(p->ntrees, sizeof(*s->parent));
 	s->local = calloc(p->ntrees, sizeof(*s->local));
 	s->root = calloc(p->ntrees, sizeof(*s->root));
 	s->kid_first = calloc(p->ntrees + 1, sizeof(*s->kid_first));
 	s->kid = calloc(p->ntrees * (size_t)(AGG_MAX_KIDS + 1), sizeof(*s->kid));
-	s->frame_len = sizeof(*eth) + sizeof(*ip) + sizeof(*udp) + sizeof(struct agg_hdr) +
-		       4 * (size_t)n->l.segment;
-	s->frame = calloc(1, s->frame_len);
-	s->out = calloc(1, s->frame_len + sizeof(struct agg_tcmeta));
+	s->frame_len = sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr) +
+		       sizeof(struct agg_hdr) + 4 * (size_t)n->l.segment;
 	s->exps = malloc(sizeof(*s->exps) * (n->l.ndata ? n->l.ndata : 1));
-	if (!s->parent || !s->local || !s->root || !s->kid_first || !s->kid || !s->frame || !s->out ||
-	    !s->exps)
+	s->st = calloc(s->nstreams, sizeof(*s->st));
+	if (!s->parent || !s->local || !s->root || !s->kid_first || !s->kid || !s->exps || !s->st)
 		goto nomem;
+	for (unsigned k = 0; k < s->nstreams; k++)
+		s->st[k].sock = s->st[k].kick = -1;
 	for (int t = 0; t < p->ntrees; t++) {
 		int par = p->tree[t].parent[n->self], kids[AGG_MAX_KIDS];
 		int nk = agg_plan_children(p, t, n->self, kids, AGG_MAX_KIDS);
@@ -106,32 +301,19 @@ int agg_sender_init(struct agg_sender *s, struct agg_node *n)
 			s->parent[t].sin_port = htons(p->port);
 		}
 	}
-	s->sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s->sock < 0 || bind(s->sock, (struct sockaddr *)&sa, sizeof(sa)))
-		goto fail;
+	for (unsigned k = 0; k < s->nstreams; k++)
+		if (stream_init(s, &s->st[k], k))
+			goto fail;
+	if (s->nstreams > 1) {
+		s->numa_node = agg_netif_numa_node(&n->nif);
+		s->cpus = node_cpus(s->numa_node);
+	}
 	if (n->fd_events >= 0) {
 		s->rb = ring_buffer__new(n->fd_events, event_nop, NULL, NULL);
 		if (!s->rb)
 			goto fail;
 		ring_buffer__consume(s->rb);	/* what came before us */
 	}
-	/* The frame a local contribution enters our own XDP program with. */
-	eth = (struct ethhdr *)s->frame;
-	ip = (struct iphdr *)(eth + 1);
-	udp = (struct udphdr *)(ip + 1);
-	memcpy(eth->h_dest, n->nif.mac, 6);
-	memcpy(eth->h_source, n->nif.mac, 6);
-	eth->h_proto = htons(ETH_P_IP);
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->ttl = 64;
-	ip->protocol = IPPROTO_UDP;
-	ip->tot_len = htons(s->frame_len - sizeof(*eth));
-	ip->saddr = me->addr.s_addr;
-	ip->daddr = me->addr.s_addr;
-	udp->source = htons(p->port);
-	udp->dest = htons(p->port);
-	udp->len = htons(s->frame_len - sizeof(*eth) - sizeof(*ip));
 	return 0;
 nomem:
 	errno = ENOMEM;
@@ -155,25 +337,25 @@ int agg_sender_listen(struct agg_sender *s)
 	return 0;
 }
 
-static struct agg_hdr *frame_hdr(struct agg_sender *s)
+static struct agg_hdr *frame_hdr(struct agg_stream *st)
 {
-	return (struct agg_hdr *)(s->frame + sizeof(struct ethhdr) + sizeof(struct iphdr) +
+	return (struct agg_hdr *)(st->frame + sizeof(struct ethhdr) + sizeof(struct iphdr) +
 				  sizeof(struct udphdr));
 }
 
-static int32_t *frame_vals(struct agg_sender *s)
+static int32_t *frame_vals(struct agg_stream *st)
 {
-	return (int32_t *)(frame_hdr(s) + 1);
+	return (int32_t *)(frame_hdr(st) + 1);
 }
 
 /* The UDP payload at h (an agg header and its values) to dst, waiting
  * while the socket's buffer is full. */
-static int send_to(struct agg_sender *s, const struct agg_hdr *h,
+static int send_to(struct agg_stream *st, const struct agg_hdr *h,
 		   const struct sockaddr_in *dst)
 {
-	size_t len = s->frame_len - ((uint8_t *)frame_hdr(s) - s->frame);
+	size_t len = st->s->frame_len - ((uint8_t *)frame_hdr(st) - st->frame);
 
-	while (sendto(s->sock, h, len, 0, (const struct sockaddr *)dst, sizeof(*dst)) < 0) {
+	while (sendto(st->sock, h, len, 0, (const struct sockaddr *)dst, sizeof(*dst)) < 0) {
 		if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
 			return -errno;
 		usleep(50);
@@ -188,14 +370,16 @@ static int send_to(struct agg_sender *s, const struct agg_hdr *h,
  * reaches.  Send it to the tree's children from here, and wake the node's
  * receiver when it completed the iteration (AGG_F_SIGNAL).
  */
-static int fan_out(struct agg_sender *s, unsigned t, const struct agg_hdr *h, bool signal)
+static int fan_out(struct agg_stream *st, unsigned t, const struct agg_hdr *h, bool signal)
 {
+	struct agg_sender *s = st->s;
+
 	for (unsigned k = s->kid_first[t]; k < s->kid_first[t + 1]; k++) {
-		int err = send_to(s, h, &s->kid[k]);
+		int err = send_to(st, h, &s->kid[k]);
 
 		if (err)
 			return err;
-		s->fanned++;
+		st->count[AGG_SST_FANOUT]++;
 	}
 	if (signal) {
 		const struct agg_plan *p = &s->n->plan;
@@ -204,18 +388,19 @@ static int fan_out(struct agg_sender *s, unsigned t, const struct agg_hdr *h, bo
 					  .sin_port = htons(p->port + 1) };
 
 		/* A wake-up only: the receiver reads the results map. */
-		if (sendto(s->sock, "", 0, 0, (struct sockaddr *)&me, sizeof(me)) == 0)
-			s->signalled++;
+		if (sendto(st->sock, "", 0, 0, (struct sockaddr *)&me, sizeof(me)) == 0)
+			st->count[AGG_SST_SIGNALS]++;
 	}
 	return 0;
 }
 
 /* Send the segment in the frame's header and values, as the attempt-th
  * resend (0: the first transmission). */
-static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned attempt)
+static int send_seg(struct agg_stream *st, uint64_t ver, uint32_t seg, unsigned attempt)
 {
+	struct agg_sender *s = st->s;
 	const struct agg_plan *p = &s->n->plan;
-	struct agg_hdr *h = frame_hdr(s);
+	struct agg_hdr *h = frame_hdr(st);
 	unsigned t = agg_plan_seg_tree(p, seg);
 	int err;
 
@@ -230,7 +415,7 @@ static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned a
 	h->attempt = attempt > 0xffff ? 0xffff : attempt;
 	h->token = s->n->token;
 	if (attempt)
-		s->resent++;
+		st->count[AGG_SST_RESENT]++;
 	if (s->local[t]) {
 		/* Our own contribution enters our own XDP program directly.  A
 		 * plain BPF_PROG_RUN: the live-frames mode sets up and tears
@@ -242,28 +427,28 @@ static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned a
 		struct xdp_md ctx = { .data_end = s->frame_len,
 				       .ingress_ifindex = s->n->nif.ifindex }, ctx_out;
 		const size_t ml = sizeof(struct agg_tcmeta);
-		const struct agg_tcmeta *m = (const void *)s->out;
+		const struct agg_tcmeta *m = (const void *)st->out;
 		LIBBPF_OPTS(bpf_test_run_opts, o,
-			    .data_in = s->frame, .data_size_in = s->frame_len,
-			    .data_out = s->out, .data_size_out = s->frame_len + ml,
+			    .data_in = st->frame, .data_size_in = s->frame_len,
+			    .data_out = st->out, .data_size_out = s->frame_len + ml,
 			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx),
 			    .ctx_out = &ctx_out, .ctx_size_out = sizeof(ctx_out), .repeat = 1);
 
 		if (bpf_prog_test_run_opts(s->n->fd_prog, &o))
 			return -errno;
-		s->sent_local++;
+		st->count[AGG_SST_LOCAL]++;
 		if (o.retval == XDP_DROP)
 			return 0;	/* in the slot (or a duplicate, counted) */
-		h = (struct agg_hdr *)(s->out + ml + ((uint8_t *)h - s->frame));
+		h = (struct agg_hdr *)(st->out + ml + ((uint8_t *)h - st->frame));
 		if (o.retval != XDP_PASS || o.data_size_out != s->frame_len + ml ||
 		    ctx_out.data != ml || !(m->flags & (AGG_F_UP | AGG_F_FANOUT)))
 			return -EPROTO;
 		if (m->flags & AGG_F_FANOUT)
-			return fan_out(s, t, h, m->flags & AGG_F_SIGNAL);
+			return fan_out(st, t, h, m->flags & AGG_F_SIGNAL);
 	}
-	err = send_to(s, h, &s->parent[t]);
+	err = send_to(st, h, &s->parent[t]);
 	if (!err && !s->local[t])
-		s->sent_remote++;
+		st->count[AGG_SST_WIRE]++;
 	return err;
 }
 
@@ -286,7 +471,7 @@ static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned a
 #define RTO_INIT	0.200
 #define RTO_IDLE	0.100
 #define RTO_STALL	1.0
-static double rto(const struct agg_sender *s, unsigned attempt, double idle)
+static double rto(const struct agg_stream *s, unsigned attempt, double idle)
 {
 	double t = 2 * s->rtt_med;
 
@@ -304,7 +489,7 @@ static double rto(const struct agg_sender *s, unsigned attempt, double idle)
  * short, and the median shrugs it off; without resends' samples a
  * congested link, where every segment is resent before its result is
  * back, would give none, and the timeout could never grow. */
-static void rtt_sample(struct agg_sender *s, double r)
+static void rtt_sample(struct agg_stream *s, double r)
 {
 	if (!s->rtt_med)
 		s->rtt_med = r > 1e-5 ? r : 1e-5;
@@ -333,7 +518,7 @@ static void rtt_sample(struct agg_sender *s, double r)
 #define CWND_INIT	8
 #define CWND_MIN	2
 #define CC_TARGET	0.003
-static void cc_result(struct agg_sender *s, uint32_t limit, double trip, uint64_t seq)
+static void cc_result(struct agg_stream *s, uint32_t limit, double trip, uint64_t seq)
 {
 	if (trip > 0 && (!s->rtt_base || trip < s->rtt_base))
 		s->rtt_base = trip;
@@ -379,9 +564,39 @@ static void cc_result(struct agg_sender *s, uint32_t limit, double trip, uint64_
  * (or ending slow start on a loss, as TCP does) would leave it at a few
  * segments a round trip; queues that fill show in the delay of the clean
  * rounds before they overflow. */
-static void cc_timeout(struct agg_sender *s)
+static void cc_timeout(struct agg_stream *s)
 {
 	s->round_lossy = true;
+}
+
+/* Another stream took a wake-up that may be ours too (a result in the
+ * ring, the fetch signal): pass it on to every other stream. */
+static void kick_others(struct agg_stream *st)
+{
+	const uint64_t one = 1;
+
+	for (unsigned k = 0; k < st->s->nstreams; k++)
+		if (k != st->id && write(st->s->st[k].kick, &one, sizeof(one)) < 0)
+			continue;	/* full (2^64 - 2): it wakes anyway */
+}
+
+static void drain_kick(struct agg_stream *st)
+{
+	uint64_t v;
+
+	if (st->s->nstreams > 1 && read(st->kick, &v, sizeof(v)) < 0)
+		return;
+}
+
+static void drain_signal(struct agg_stream *st)
+{
+	char buf[64];
+	bool got = false;
+
+	while (recv(st->s->sig, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
+		got = true;
+	if (got && st->s->nstreams > 1)
+		kick_others(st);
 }
 
 /*
@@ -391,17 +606,18 @@ static void cc_timeout(struct agg_sender *s)
  */
 #define NAP_MIN		50e-6
 #define NAP_MAX		1e-3
-static void nap(struct agg_sender *s, double idle)
+static void nap(struct agg_stream *st, double idle)
 {
 	double t = idle < NAP_MIN ? NAP_MIN : idle > NAP_MAX ? NAP_MAX : idle;
 
-	if (s->sig >= 0 && t >= NAP_MAX / 2) {
-		struct pollfd pfd = { .fd = s->sig, .events = POLLIN };
-		char buf[64];
+	if (st->s->sig >= 0 && t >= NAP_MAX / 2) {
+		struct pollfd pfd[2] = { { .fd = st->s->sig, .events = POLLIN },
+					 { .fd = st->kick, .events = POLLIN } };
 
-		if (poll(&pfd, 1, (int)(t * 1000)) > 0)
-			while (recv(s->sig, buf, sizeof(buf), 0) > 0)
-				;
+		if (poll(pfd, st->s->nstreams > 1 ? 2 : 1, (int)(t * 1000)) > 0) {
+			drain_signal(st);
+			drain_kick(st);
+		}
 		return;
 	}
 	usleep((useconds_t)(t * 1e6));
@@ -411,33 +627,42 @@ static void nap(struct agg_sender *s, double idle)
  * Wait until deadline (agg_now()'s clock), or until a result is stored
  * on the node (the "events" ring) or the fetch signal comes, whichever is
  * first; then empty both.  Without the ring, nap.  At most WAIT_MAX at a
- * time, so the caller looks again even if a wake-up was missed.
+ * time, so the caller looks again even if a wake-up was missed.  The ring
+ * has one consumer at a time; a stream that empties it (or the signal's
+ * socket) kicks the others, whose wake-up it may have taken.
  */
 #define WAIT_MAX	0.05
-static void wait_until(struct agg_sender *s, double deadline, double idle)
+static void wait_until(struct agg_stream *st, double deadline, double idle)
 {
-	struct pollfd pfd[2];
+	struct agg_sender *s = st->s;
+	struct pollfd pfd[3];
 	struct timespec ts;
 	double t = deadline - agg_now();
-	char buf[64];
 	nfds_t np = 0;
+	int got;
 
 	if (!s->rb) {
-		nap(s, idle);
+		nap(st, idle);
 		return;
 	}
 	t = t < 0 ? 0 : t > WAIT_MAX ? WAIT_MAX : t;
 	ts.tv_sec = (time_t)t;
 	ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
 	pfd[np++] = (struct pollfd){ .fd = ring_buffer__epoll_fd(s->rb), .events = POLLIN };
+	if (s->nstreams > 1)
+		pfd[np++] = (struct pollfd){ .fd = st->kick, .events = POLLIN };
 	if (s->sig >= 0)
 		pfd[np++] = (struct pollfd){ .fd = s->sig, .events = POLLIN };
 	if (ppoll(pfd, np, &ts, NULL) <= 0)
 		return;
-	ring_buffer__consume(s->rb);
+	pthread_mutex_lock(&s->rb_lock);
+	got = ring_buffer__consume(s->rb);
+	pthread_mutex_unlock(&s->rb_lock);
+	if (got > 0 && s->nstreams > 1)
+		kick_others(st);
+	drain_kick(st);
 	if (s->sig >= 0)
-		while (recv(s->sig, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-			;
+		drain_signal(st);
 }
 
 struct lane {			/* one slot of the window */
@@ -451,64 +676,141 @@ struct lane {			/* one slot of the window */
 	double sent;		/* when */
 };
 
-static void timeout_why(struct agg_sender *s, const struct agg_send_call *c, uint32_t lo,
-			uint32_t hi, const char *probed, char *why, size_t whylen)
+/* One phase of a call, shared by the streams that run it. */
+struct agg_phase {
+	struct agg_send_call *c;
+	uint32_t lo, hi;	/* wire segments [lo, hi) */
+	uint32_t nl;		/* lanes: min(hi - lo, window) */
+	uint8_t op;
+	void (*fill)(struct agg_stream *, const struct agg_send_call *, uint32_t);
+	double last;		/* when a segment of any stream last moved (atomic) */
+	int stop;		/* a stream failed: the others end too (atomic) */
+	int probing;		/* PROBE_*: who holds the call up (atomic) */
+	char probed[600];	/* what the probes found, " " for nothing */
+	pthread_mutex_t lock;	/* err and why */
+	int err;
+	char *why;
+	size_t whylen;
+};
+enum { PROBE_NOT, PROBE_RUNNING, PROBE_DONE };
+
+static double phase_last(struct agg_phase *ph)
 {
+	double v;
+
+	__atomic_load(&ph->last, &v, __ATOMIC_ACQUIRE);
+	return v;
+}
+
+static void phase_moved(struct agg_phase *ph, double t)
+{
+	double cur = phase_last(ph);
+	int done = PROBE_DONE;
+
+	while (t > cur && !__atomic_compare_exchange(&ph->last, &cur, &t, false,
+						       __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		;
+	/* moving again: ask anew next time */
+	__atomic_compare_exchange_n(&ph->probing, &done, PROBE_NOT, false, __ATOMIC_ACQ_REL,
+				    __ATOMIC_ACQUIRE);
+}
+
+/* The first failure of the phase is the call's; every stream then ends. */
+static void phase_fail(struct agg_phase *ph, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void phase_fail(struct agg_phase *ph, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&ph->lock);
+	if (!ph->err) {
+		ph->err = err;
+		va_start(ap, fmt);
+		vsnprintf(ph->why, ph->whylen, fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&ph->lock);
+	__atomic_store_n(&ph->stop, 1, __ATOMIC_RELEASE);
+}
+
+static void timeout_fail(struct agg_stream *st, struct agg_phase *ph)
+{
+	const struct agg_send_call *c = ph->c;
+	bool probed = __atomic_load_n(&ph->probing, __ATOMIC_ACQUIRE) == PROBE_DONE &&
+		      ph->probed[0] != ' ';
 	char ranges[512];
 
-	agg_node_missing_ranges(s->n, lo, hi, c->ver, ranges, sizeof(ranges));
-	snprintf(why, whylen, "iteration %u: %u of %u %ssegments not aggregated after %g s "
-		 "without progress (wire segments %s)%s%s", agg_ver_iter(c->ver),
-		 agg_node_missing(s->n, lo, hi, c->ver), hi - lo,
-		 lo < s->n->l.nexp ? "exponent " : "", c->timeout, ranges,
-		 probed[0] ? ": " : "", probed);
+	agg_node_missing_ranges(st->s->n, ph->lo, ph->hi, c->ver, ranges, sizeof(ranges));
+	phase_fail(ph, -ETIMEDOUT, "iteration %u: %u of %u %ssegments not aggregated after %g s "
+		   "without progress (wire segments %s)%s%s", agg_ver_iter(c->ver),
+		   agg_node_missing(st->s->n, ph->lo, ph->hi, c->ver), ph->hi - ph->lo,
+		   ph->lo < st->s->n->l.nexp ? "exponent " : "", c->timeout, ranges,
+		   probed ? ": " : "", probed ? ph->probed : "");
+}
+
+/* Lanes of stream k among the first n of the window: j = k, k + N, ... */
+static uint32_t stream_lanes(const struct agg_sender *s, unsigned k, uint32_t n)
+{
+	return n > k ? (n - k + s->nstreams - 1) / s->nstreams : 0;
 }
 
 /*
- * Send wire segments [lo, hi) through a window of lanes: lane j carries
- * segments lo + j, lo + j + window, ..., and may send the next one once
- * the result of the one before is on this node (the result acknowledges
- * it), so a node never holds more than the window of ours (the slot pool
- * holds two windows, so a slot is reused only when every worker has its
- * last result); and only while fewer than the congestion window of first
- * sends wait for their results.  A lane stuck on a lost segment holds up
- * only its own next one.  fill(s, c, seg) puts a segment's values into
- * the frame.
+ * Send a stream's share of wire segments [lo, hi) through its lanes of
+ * the window: lane j carries segments lo + j, lo + j + window, ..., and
+ * may send the next one once the result of the one before is on this
+ * node (the result acknowledges it), so a node never holds more than the
+ * window of ours (the slot pool holds two windows, so a slot is reused
+ * only when every worker has its last result); and only while fewer than
+ * the stream's congestion window of first sends wait for their results.
+ * Lane j belongs to stream j mod nstreams, so every lane has one stream
+ * and no two of a node's segments in flight share a slot, whatever the
+ * number of streams.  A lane stuck on a lost segment holds up only its
+ * own next one.  ph->fill(st, c, seg) puts a segment's values into the
+ * stream's frame.
  */
-static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo, uint32_t hi,
-		     uint8_t op, void (*fill)(struct agg_sender *, const struct agg_send_call *,
-					      uint32_t),
-		     char *why, size_t whylen)
+static void stream_phase(struct agg_stream *st, struct agg_phase *ph)
 {
+	struct agg_sender *s = st->s;
 	const struct agg_plan *p = &s->n->plan;
-	uint32_t window = s->n->l.window, nl = hi - lo < window ? hi - lo : window, busy = nl;
+	struct agg_send_call *c = ph->c;
+	uint32_t window = s->n->l.window, lo = ph->lo, hi = ph->hi;
+	uint32_t nl = stream_lanes(s, st->id, ph->nl), busy = nl;
+	uint32_t share = stream_lanes(s, st->id, window);	/* the congestion window's limit */
 	uint32_t inflight = 0;	/* lanes in the pipe */
-	struct lane *lane = calloc(nl ? nl : 1, sizeof(*lane));
-	double *rack = calloc(p->ntrees ? p->ntrees : 1, sizeof(*rack));
-	double last = agg_now(), t, budget = agg_probe_budget(c->timeout);
-	char probed[600] = "";
+	struct lane *lane;
+	double *rack, t, budget = agg_probe_budget(c->timeout);
 	int err = 0;
 
+	if (!nl)
+		return;
+	lane = calloc(nl, sizeof(*lane));
+	rack = calloc(p->ntrees ? p->ntrees : 1, sizeof(*rack));
 	if (!lane || !rack) {
 		free(lane);
 		free(rack);
-		snprintf(why, whylen, "out of memory");
-		return -ENOMEM;
+		phase_fail(ph, -ENOMEM, "out of memory");
+		return;
 	}
-	if (!s->cwnd) {
-		s->cwnd = CWND_INIT < window ? CWND_INIT : window;
-		s->slow_start = true;
+	if (!st->cwnd) {
+		/* The streams start with one stream's window between them. */
+		uint32_t init = (CWND_INIT + s->nstreams - 1) / s->nstreams;
+
+		init = init < CWND_MIN ? CWND_MIN : init;
+		st->cwnd = init < share ? init : share;
+		st->slow_start = true;
 	}
-	for (uint32_t j = 0; j < nl; j++)
-		lane[j] = (struct lane){ .seg = lo + j, .waiting = true };
-	frame_hdr(s)->op = op;
+	for (uint32_t i = 0; i < nl; i++)
+		lane[i] = (struct lane){ .seg = lo + st->id + i * s->nstreams, .waiting = true };
+	frame_hdr(st)->op = ph->op;
 	while (busy && !err) {
-		bool moved = false;
+		bool moved = false, probed;
 		unsigned tree;
-		double next, reo = s->rtt_base / 4 > REO_MIN ? s->rtt_base / 4 : REO_MIN;
+		double next, last = phase_last(ph);
+		double reo = st->rtt_base / 4 > REO_MIN ? st->rtt_base / 4 : REO_MIN;
 
 		t = agg_now();
-		next = last + c->timeout - (probed[0] ? 0 : budget);
+		probed = __atomic_load_n(&ph->probing, __ATOMIC_ACQUIRE) == PROBE_DONE;
+		next = last + c->timeout - (probed ? 0 : budget);
 		for (uint32_t j = 0; j < nl && !err; j++) {
 			struct lane *l = &lane[j];
 			bool root;
@@ -519,16 +821,16 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 			tree = agg_plan_seg_tree(p, l->seg);
 			root = s->root[tree];
 			if (!l->waiting && !agg_node_missing(s->n, l->seg, l->seg + 1, c->ver)) {
-				rtt_sample(s, t - l->sent);
+				rtt_sample(st, t - l->sent);
 				if (!s->local[tree])
-					cc_result(s, window, l->attempt ? 0 : t - l->sent, l->seq);
+					cc_result(st, share, l->attempt ? 0 : t - l->sent, l->seq);
 				if (!l->attempt && l->sent > rack[tree])
 					rack[tree] = l->sent;
 				if (l->pipe)
 					inflight--;
 				moved = true;
 				last = t;
-				probed[0] = '\0';	/* moving again: ask anew next time */
+				phase_moved(ph, t);
 				if ((uint64_t)l->seg + window >= hi) {
 					l->seg = UINT32_MAX;
 					busy--;
@@ -544,7 +846,8 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 			 * out of the pipe, or under loss a window of segments
 			 * waiting for other workers' resends would hold up every
 			 * new one until its timeout.  (On one path, queues are
-			 * FIFO: congestion never reorders.) */
+			 * FIFO: congestion never reorders; a stream's path is
+			 * one flow.) */
 			if (l->pipe && l->sent + reo < rack[tree]) {
 				l->pipe = false;
 				inflight--;
@@ -554,8 +857,8 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 			} else if (root) {
 				continue;	/* our own went into our own program:
 						 * it cannot be lost */
-			} else if (t >= l->sent + rto(s, l->attempt, t - last)) {
-				cc_timeout(s);
+			} else if (t >= l->sent + rto(st, l->attempt, t - last)) {
+				cc_timeout(st);
 				/* Lost: out of the congestion window's count
 				 * (RFC 6675's pipe), or a lossy link would
 				 * fill it with segments waiting for resends. */
@@ -564,18 +867,18 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 				l->pipe = false;
 				l->attempt++;
 			} else {
-				due = l->sent + rto(s, l->attempt, t - last);
+				due = l->sent + rto(st, l->attempt, t - last);
 				if (due < next)
 					next = due;
 				continue;
 			}
-			fill(s, c, l->seg);
+			ph->fill(st, c, l->seg);
 			/* When it leaves: on one machine the whole round trip
 			 * may happen inside the send. */
 			l->sent = agg_now();
-			l->seq = s->seq++;
-			err = send_seg(s, c->ver, l->seg, l->attempt);
-			due = l->sent + rto(s, l->attempt, t - last);
+			l->seq = st->seq++;
+			err = send_seg(st, c->ver, l->seg, l->attempt);
+			due = l->sent + rto(st, l->attempt, t - last);
 			if (!root && due < next)
 				next = due;
 		}
@@ -592,7 +895,7 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 		for (bool full = false; !err;) {
 			struct lane *l = NULL;
 
-			full = full || inflight >= (uint32_t)s->cwnd;
+			full = full || inflight >= (uint32_t)st->cwnd;
 			for (uint32_t j = 0; j < nl; j++)
 				if (lane[j].waiting && lane[j].seg != UINT32_MAX &&
 				    (!l || lane[j].seg < l->seg) &&
@@ -601,65 +904,122 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 			if (!l)
 				break;
 			tree = agg_plan_seg_tree(p, l->seg);
-			fill(s, c, l->seg);
+			ph->fill(st, c, l->seg);
 			l->waiting = false;
 			l->sent = agg_now();
-			l->seq = s->seq++;
-			err = send_seg(s, c->ver, l->seg, 0);
+			l->seq = st->seq++;
+			err = send_seg(st, c->ver, l->seg, 0);
 			if (!s->local[tree]) {
 				l->pipe = true;
 				inflight++;
 			}
-			if (!s->root[tree] && l->sent + rto(s, 0, 0) < next)
-				next = l->sent + rto(s, 0, 0);
+			if (!s->root[tree] && l->sent + rto(st, 0, 0) < next)
+				next = l->sent + rto(st, 0, 0);
 		}
-		if (err || !busy)
+		if (err || !busy || __atomic_load_n(&ph->stop, __ATOMIC_ACQUIRE))
 			break;
-		if (agg_now() - last > c->timeout - budget && !probed[0]) {
-			agg_explain_missing(s->n, c->ver, lo, hi, (int)(budget * 800),
-					    probed, sizeof(probed));
-			if (!probed[0])
-				snprintf(probed, sizeof(probed), "%s", " ");	/* probed once */
+		last = phase_last(ph);
+		if (agg_now() - last > c->timeout - budget) {
+			int not = PROBE_NOT;
+
+			/* One stream asks who holds the call up, for all. */
+			if (__atomic_compare_exchange_n(&ph->probing, &not, PROBE_RUNNING, false,
+							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				ph->probed[0] = '\0';
+				agg_explain_missing(s->n, c->ver, lo, hi, (int)(budget * 800),
+						    ph->probed, sizeof(ph->probed));
+				if (!ph->probed[0])
+					snprintf(ph->probed, sizeof(ph->probed), "%s", " ");
+				__atomic_store_n(&ph->probing, PROBE_DONE, __ATOMIC_RELEASE);
+			}
 		}
-		if (agg_now() - last > c->timeout) {
-			free(lane);
-			free(rack);
-			timeout_why(s, c, lo, hi, probed[0] == ' ' ? "" : probed, why, whylen);
-			return -ETIMEDOUT;
+		if (agg_now() - phase_last(ph) > c->timeout) {
+			timeout_fail(st, ph);
+			break;
 		}
 		if (!moved || s->rb)
-			wait_until(s, next, agg_now() - last);
+			wait_until(st, next, agg_now() - phase_last(ph));
 	}
 	free(lane);
 	free(rack);
 	if (err)
-		snprintf(why, whylen, "cannot send: %s", strerror(-err));
-	return err;
+		phase_fail(ph, err, "cannot send: %s", strerror(-err));
 }
 
-static void fill_exp(struct agg_sender *s, const struct agg_send_call *c, uint32_t seg)
+static void *stream_main(void *arg)
 {
-	const struct agg_layout *l = &s->n->l;
+	struct agg_stream *st = arg;
+	struct agg_phase *ph = st->s->phase;
+
+	if (st->s->cpus)
+		numa_sched_setaffinity(0, st->s->cpus);
+	stream_phase(st, ph);
+	return NULL;
+}
+
+/*
+ * Run wire segments [lo, hi) on every stream that has a lane of them:
+ * stream 0 on this thread, the others on threads of their own, and
+ * return when all are done (so the exponent phase is over on every
+ * stream before any sends a data segment, which needs the exponents).
+ * 0, or the first stream's failure (why says what): -ETIMEDOUT when
+ * nothing moved on any stream for c->timeout.
+ */
+static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo, uint32_t hi,
+		     uint8_t op, void (*fill)(struct agg_stream *, const struct agg_send_call *,
+					      uint32_t),
+		     char *why, size_t whylen)
+{
+	uint32_t window = s->n->l.window;
+	struct agg_phase ph = { .c = c, .lo = lo, .hi = hi, .op = op, .fill = fill,
+			    .last = agg_now(), .why = why, .whylen = whylen };
+	pthread_t th[AGG_MAX_STREAMS];
+	unsigned nrun, started = 1;
+
+	ph.nl = hi - lo < window ? hi - lo : window;
+	nrun = ph.nl < s->nstreams ? ph.nl : s->nstreams;
+	pthread_mutex_init(&ph.lock, NULL);
+	s->phase = &ph;
+	for (unsigned k = 1; k < nrun; k++, started++) {
+		int err = pthread_create(&th[k], NULL, stream_main, &s->st[k]);
+
+		if (err) {
+			phase_fail(&ph, -err, "cannot start stream %u: %s", k, strerror(err));
+			break;
+		}
+	}
+	if (!ph.err)
+		stream_phase(&s->st[0], &ph);
+	for (unsigned k = 1; k < started; k++)
+		pthread_join(th[k], NULL);
+	s->phase = NULL;
+	pthread_mutex_destroy(&ph.lock);
+	return ph.err;
+}
+
+static void fill_exp(struct agg_stream *st, const struct agg_send_call *c, uint32_t seg)
+{
+	const struct agg_layout *l = &st->s->n->l;
 	uint32_t ndata, nexp;
-	int32_t *v = frame_vals(s);
+	int32_t *v = frame_vals(st);
 
 	agg_call_segs(l, c->nvalues, &ndata, &nexp);
 	for (uint32_t i = 0; i < l->segment; i++) {
 		uint64_t d = (uint64_t)seg * l->segment + i;
 
-		v[i] = d < ndata ? s->exps[d] : AGG_EXP_ZERO;
+		v[i] = d < ndata ? st->s->exps[d] : AGG_EXP_ZERO;
 	}
 }
 
-static void fill_data(struct agg_sender *s, const struct agg_send_call *c, uint32_t seg)
+static void fill_data(struct agg_stream *st, const struct agg_send_call *c, uint32_t seg)
 {
-	const struct agg_layout *l = &s->n->l;
+	const struct agg_layout *l = &st->s->n->l;
 	uint32_t d = seg - l->nexp;
 	uint64_t first = (uint64_t)d * l->segment;
 	size_t n = c->nvalues - first < l->segment ? c->nvalues - first : l->segment;
 
-	agg_quantize(c->x + first, n, l->segment, agg_node_exponent(s->n, d), l->shift,
-		     frame_hdr(s)->op, frame_vals(s));
+	agg_quantize(c->x + first, n, l->segment, agg_node_exponent(st->s->n, d), l->shift,
+		     frame_hdr(st)->op, frame_vals(st));
 }
 
 /* Tell the node's XDP program how many data segments version ver has, so
@@ -694,6 +1054,12 @@ int agg_send_run(struct agg_sender *s, struct agg_send_call *c, char *why, size_
 		s->exps[d] = agg_quant_exponent(c->x + first, cnt, &c->nonfinite);
 	}
 	expect_segs(s, c->ver, ndata);
+	/* More than one stream: this thread is stream 0, and runs where the
+	 * other streams' threads do. */
+	if (s->nstreams > 1 && s->cpus && !s->pinned) {
+		numa_sched_setaffinity(0, s->cpus);
+		s->pinned = true;
+	}
 	/* Phase 0: the exponents, max-reduced; phase 1: the values. */
 	err = run_phase(s, c, 0, nexp, AGG_OP_MAX, fill_exp, why, whylen);
 	if (!err)

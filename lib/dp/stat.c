@@ -21,11 +21,19 @@
 
 static const char *const stat_names[] = AGG_STAT_NAMES;
 static const char *const sent_names[] = AGG_SENT_NAMES;
+static const char *const sst_names[] = AGG_SST_NAMES;
 
 _Static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == AGG_S_COUNT,
 	       "AGG_STAT_NAMES and enum agg_stat disagree");
 _Static_assert(sizeof(sent_names) / sizeof(sent_names[0]) == AGG_SENT_COUNT,
 	       "AGG_SENT_NAMES and enum agg_sent disagree");
+_Static_assert(sizeof(sst_names) / sizeof(sst_names[0]) == AGG_SST_COUNT,
+	       "AGG_SST_NAMES and enum agg_sent_stream disagree");
+
+const char *agg_stat_stream_name(int f)
+{
+	return f >= 0 && f < AGG_SST_COUNT ? sst_names[f] : "?";
+}
 
 const char *agg_stat_name(int field)
 {
@@ -274,6 +282,19 @@ int agg_stat_read(const struct agg_stat_node *n, struct agg_stat_snap *s, bool p
 		if (bpf_map_lookup_elem(n->node.fd_sent, &k, &v))
 			return -errno;
 		s->v[AGG_STAT_SENT(k)] = v;
+	}
+	s->nstreams = 0;
+	for (uint32_t k = 0; k < AGG_MAX_STREAMS * AGG_SST_COUNT; k++) {
+		uint32_t key = AGG_SENT_COUNT + k;
+		uint64_t v = 0;
+
+		if (bpf_map_lookup_elem(n->node.fd_sent, &key, &v)) {
+			if (errno == ENOENT)
+				break;	/* a load older than the stream sections */
+			return -errno;
+		}
+		s->stream[k] = v;
+		s->nstreams = k / AGG_SST_COUNT + 1;
 	}
 	s->t = agg_now();
 	return 0;

@@ -23,6 +23,8 @@
 
 /* The stable name of a field (AGG_STAT_NAMES, AGG_SENT_NAMES). */
 const char *agg_stat_name(int field);
+/* The name of a stream's field f (AGG_SST_NAMES). */
+const char *agg_stat_stream_name(int f);
 /* Is the field a drop (drop_*, error, tx_fail)? */
 bool agg_stat_is_drop(int field);
 
@@ -70,6 +72,11 @@ int agg_stat_current(const struct agg_stat_node *n);
 /* One reading of a node's counters, at t (CLOCK_MONOTONIC seconds). */
 struct agg_stat_snap {
 	uint64_t v[AGG_STAT_NFIELDS];
+	/* agg-send's streams: stream k's field f (enum agg_sent_stream) is
+	 * stream[k * AGG_SST_COUNT + f]; nstreams streams read (0 for a load
+	 * older than the stream sections) */
+	uint64_t stream[AGG_MAX_STREAMS * AGG_SST_COUNT];
+	unsigned nstreams;
 	uint64_t *percpu;	/* ncpu x AGG_S_COUNT when asked for, else NULL */
 	double t;
 };

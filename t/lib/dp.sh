@@ -11,6 +11,8 @@
 #                                the float64 sum (gradtool check)
 #   DP_OP=max|min                the op of dp_allreduce and dp_check
 #   DP_JOB=J                     --job J for the tools (several jobs loaded)
+#   DP_SEND_ARGS="..."           more options for every agg-send (--streams 4);
+#                                dp_send_args_NAME for worker NAME's only
 #   dp_unload                    agg-load --unload on every host
 #   dp_stat NODE COUNTER         NODE's COUNTER (agg-stat) now
 #   dp_udp_in NODE               UDP datagrams NODE's stack delivered to a
@@ -66,8 +68,9 @@ dp_allreduce() {
 		dp_pids="$dp_pids $!"
 	done
 	for dp_w in $(dp_workers); do
+		eval "dp_more=\${dp_send_args_$(printf %s "$dp_w" | tr -c 'A-Za-z0-9_\n' _)-}"
 		vcluster_run "$dp_w" agg-send ${DP_JOB:+--job $DP_JOB} --iter "$1" --timeout "${DP_TIMEOUT:-30}" ${DP_OP:+--op $DP_OP} \
-			"in.$1.$dp_w" 2>"send.$1.$dp_w" &
+			${DP_SEND_ARGS:-} $dp_more "in.$1.$dp_w" 2>"send.$1.$dp_w" &
 		dp_pids="$dp_pids $!"
 	done
 	dp_rc=0

@@ -48,8 +48,13 @@ struct agg_opts {
 				 * $AGG_RUN (else 0) + $TORCHELASTIC_RESTART_COUNT */
 	double timeout;		/* seconds without progress before a call fails;
 				 * 0: 30 */
+	unsigned streams;	/* streams (UDP sockets, threads) an allreduce
+				 * sends over: 0 or 1: one, 2 to AGG_MAX_STREAMS,
+				 * or AGG_STREAMS_AUTO (agg-send(1) --streams auto) */
 };
 #define AGG_OPEN_RUN	0x1u	/* opts.run says the run */
+#define AGG_MAX_STREAMS	64
+#define AGG_STREAMS_AUTO 0xffffffffu
 
 struct agg;		/* an opened node */
 struct agg_req;		/* an allreduce started, not yet waited for */
