@@ -23,6 +23,10 @@
 #   vcluster_switch_stats            "forwarded N passed M": the frames the
 #                                    XDP switch redirected and passed to br0
 #   vcluster_scaled_hosts FILE       FILE with bw= scaled to the emulated rates
+#   vcluster_napi NAME               pid and name of the thread of each
+#                                    receive queue of host NAME's eth0
+#                                    (VCLUSTER_QUEUES; while an XDP
+#                                    program runs there)
 #   vcluster_down                    remove everything vcluster_up made
 #
 # VCLUSTER_MTU (default 1500) sets the MTU of every link.
@@ -40,6 +44,17 @@
 # rate, in bytes, as a switch's shared buffer gives a port about that much
 # (5 ms is a shallow one); the host's own transmit queue is Linux's
 # default, 1000 packets.  VCLUSTER_QLEN=N instead makes both N packets.
+# VCLUSTER_QUEUES=N (default 1) models a multi-queue NIC with RSS: every
+# veth (each host's eth0 and its bridge port) gets N transmit and N
+# receive queues, and threaded NAPI, so each receive queue is a kernel
+# thread of its own (napi/eth0-ID) that the scheduler puts on any CPU, as
+# a NIC's queue has an interrupt and a CPU of its own.  A frame goes to
+# the receive queue the sending side's transmit queue picked, by the hash
+# of its flow (addresses and UDP ports; XPS is off), as RSS picks one by
+# the hash of its 4-tuple: two flows share a queue when their hashes do.
+# vcluster_napi NAME lists host NAME's receive threads.  Native XDP still
+# attaches (veth wants as many receive queues as its peer has transmit
+# queues).
 # VCLUSTER_BW_SCALE (default 0.05) scales bw= (Gbit/s) to the emulated
 # rate: TCP over these veths (XDP on the port, so no TSO, MTU 1500) moves
 # about 1.8 Gbit/s, so 10 Gbit/s becomes 500 Mbit/s and ratios hold.  Every bridge
@@ -165,6 +180,12 @@ vcluster_up() {
 	vc_mtu=${VCLUSTER_MTU:-1500}
 	vc_obj=${AGG_BUILD:-build}/pass.bpf.o
 	vc_br=$(vcluster_brns)
+	vc_queues=
+	case ${VCLUSTER_QUEUES:-1} in
+	1) ;;
+	[2-9]|[1-5][0-9]|6[0-4]) vc_queues="numtxqueues $VCLUSTER_QUEUES numrxqueues $VCLUSTER_QUEUES" ;;
+	*) echo "vcluster: VCLUSTER_QUEUES=$VCLUSTER_QUEUES: 1 to 64" >&2; return 1 ;;
+	esac
 
 	[ -r "$vc_hosts" ] || { echo "vcluster: cannot read $vc_hosts" >&2; return 1; }
 	[ -r "$vc_obj" ] || { echo "vcluster: no $vc_obj (run make)" >&2; return 1; }
@@ -192,8 +213,8 @@ vcluster_up() {
 		VCLUSTER_NAMES="$VCLUSTER_NAMES $vc_name"
 		eval "$(vcluster_var_ "$vc_name")=$vc_port"
 		ip -n "$vc_ns" link set lo up
-		ip link add eth0 mtu "$vc_mtu" netns "$vc_ns" type veth \
-			peer name "$vc_port" mtu "$vc_mtu" netns "$vc_br" ||
+		ip link add eth0 mtu "$vc_mtu" $vc_queues netns "$vc_ns" type veth \
+			peer name "$vc_port" mtu "$vc_mtu" $vc_queues netns "$vc_br" ||
 			vcluster_fail_ "cannot create veth for $vc_name" || return 1
 		ip -n "$vc_br" link set "$vc_port" master br0 up
 		tc -n "$vc_br" qdisc replace dev "$vc_port" root pfifo limit 4096 ||
@@ -213,6 +234,15 @@ vcluster_up() {
 		else
 			vcluster_fail_ "cannot attach XDP to $vc_port" || return 1
 		fi
+		if [ -n "$vc_queues" ]; then
+			vcluster_threaded_ "$vc_br" "$vc_port" &&
+			# eth0's NAPI exists while an XDP program runs there
+			# (agg-load's, later): make it threaded now, under one.
+			ip -n "$vc_ns" link set dev eth0 xdpdrv obj "$vc_obj" sec xdp.frags &&
+			vcluster_threaded_ "$vc_ns" eth0 &&
+			ip -n "$vc_ns" link set dev eth0 xdpdrv off ||
+				vcluster_fail_ "cannot make $vc_name's queues threaded" || return 1
+		fi
 		vc_i=$((vc_i + 1))
 	done
 	[ $vc_i -gt 0 ] || vcluster_fail_ "no hosts in $vc_hosts" || return 1
@@ -227,6 +257,24 @@ vcluster_up() {
 		vcluster_link_up "$vc_n" || vcluster_fail_ "eth0 of $vc_n never came up" || return 1
 	done
 	return 0
+}
+
+# Threaded NAPI on device DEV of namespace NS (its own sysfs: ip netns
+# exec, not nsenter, whose /sys is the root namespace's); the device keeps
+# it when its NAPI instances come and go with XDP programs.
+vcluster_threaded_() {
+	ip netns exec "$1" sh -c "echo 1 >/sys/class/net/$2/threaded" 2>/dev/null
+}
+
+vcluster_napi() {
+	# The kernel names a NAPI thread napi/DEV-ID when it starts it (and
+	# keeps the thread, and the name, when the instance is made again),
+	# and every namespace has an eth0: ask the namespace's own netdev
+	# netlink for its instances and their threads.
+	vcluster_run "$1" "${AGG_BUILD:-build}/t/napitool" eth0 |
+		while read -r vc_id vc_pid; do
+			[ "$vc_pid" = 0 ] || echo "$vc_pid $(cat "/proc/$vc_pid/comm")"
+		done
 }
 
 # The forwarding table in XDP on every port (VCLUSTER_SWITCH=xdp): one

@@ -1,0 +1,87 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-only
+test_description='the virtual cluster with VCLUSTER_QUEUES: multi-queue veth, threaded NAPI, flows spread over queues by their hash'
+. "$(dirname "$0")/lib/test-lib.sh"
+. "$TEST_DIRECTORY/lib/vcluster.sh"
+
+test_require ROOT,NETNS "network namespaces need root"
+command -v ethtool >/dev/null && command -v nc >/dev/null ||
+	skip_all "no ethtool or nc (make deps installs them)"
+
+cat >hosts.txt <<'EOF_HOSTS'
+w0 10.90.0.1 bw=10
+w1 10.90.0.2 bw=10
+w2 10.90.0.3 bw=10
+EOF_HOSTS
+
+# rx PACKETS of host w1's eth0 per receive queue ("queue packets" lines):
+# what its XDP program saw there
+per_queue() {
+	vcluster_run w1 ethtool -S eth0 |
+		sed -n "s/^ *rx_queue_\([0-9]*\)_xdp_packets: \([0-9]*\)$/\1 \2/p"
+}
+
+# queues FROM TO: the queues whose count grew from file FROM to file TO,
+# "queue growth" lines
+grown() {
+	join "$1" "$2" | awk "\$3 > \$2 { print \$1, \$3 - \$2 }"
+}
+
+test_expect_success 'a bad VCLUSTER_QUEUES is refused' '
+	VCLUSTER_QUEUES=0 test_must_fail vcluster_up hosts.txt aggq$$- 2>err &&
+	grep "VCLUSTER_QUEUES=0: 1 to 64" err &&
+	VCLUSTER_QUEUES=x test_must_fail vcluster_up hosts.txt aggq$$- 2>err &&
+	grep "VCLUSTER_QUEUES=x: 1 to 64" err
+'
+
+test_expect_success 'VCLUSTER_QUEUES=4: every veth has 4 queues each way and threaded NAPI' '
+	VCLUSTER_QUEUES=4 vcluster_up hosts.txt aggq$$- &&
+	for h in $(vcluster_hosts); do
+		vcluster_run $h ethtool -l eth0 >ch.$h &&
+		test "$(sed -n "/^Current/,\$ s/^RX:[[:space:]]*//p" ch.$h)" = 4 &&
+		test "$(sed -n "/^Current/,\$ s/^TX:[[:space:]]*//p" ch.$h)" = 4 &&
+		test "$(ip netns exec $(vcluster_ns $h) cat /sys/class/net/eth0/threaded)" = 1 &&
+		test "$(ip netns exec $(vcluster_brns) cat /sys/class/net/$(vcluster_port $h)/threaded)" = 1 ||
+		{ cat ch.$h; return 1; }
+	done
+'
+
+test_expect_success 'native XDP attaches to a host; each receive queue is a thread of its own' '
+	ip -n $(vcluster_ns w1) link set dev eth0 xdpdrv obj "$AGG_BUILD/pass.bpf.o" sec xdp.frags &&
+	ip -n $(vcluster_ns w1) -d link show dev eth0 >link &&
+	grep -q "prog/xdp " link && ! grep -q "prog/xdpgeneric" link &&
+	vcluster_napi w1 >napi &&
+	cat napi &&
+	test "$(cut -d" " -f1 napi | sort -u | wc -l)" = 4 &&
+	test "$(grep -c " napi/eth0-[0-9]*$" napi)" = 4
+'
+
+test_expect_success 'one flow stays on one receive queue' '
+	vcluster_run w0 ping -c 1 -W 10 -q 10.90.0.2 >/dev/null &&
+	per_queue >q0 && test "$(wc -l <q0)" = 4 &&
+	for i in $(seq 40); do echo x; done >lines &&
+	vcluster_run w0 nc -u -w1 -p 40000 10.90.0.2 9 <lines &&
+	per_queue >q1 &&
+	grown q0 q1 >g1 && cat g1 &&
+	test "$(wc -l <g1)" = 1 &&
+	test "$(cut -d" " -f2 g1)" -ge 1
+'
+
+# 32 flows over 4 queues all on one queue: 4 x 4^-32, never.
+test_expect_success 'flows from different source ports spread over the receive queues' '
+	per_queue >q2 &&
+	for p in $(seq 40001 40032); do
+		echo x | vcluster_run w0 nc -u -w0 -p $p 10.90.0.2 9 || return 1
+	done &&
+	per_queue >q3 &&
+	grown q2 q3 >g3 && cat g3 &&
+	test "$(wc -l <g3)" -ge 2
+'
+
+test_expect_success 'vcluster_down removes every namespace' '
+	ns=$(vcluster_ns w0) &&
+	vcluster_down &&
+	! ip netns list | grep -q "^$ns\\b"
+'
+
+test_done
