@@ -28,10 +28,12 @@ grown() {
 }
 
 test_expect_success 'a bad VCLUSTER_QUEUES is refused' '
-	VCLUSTER_QUEUES=0 test_must_fail vcluster_up hosts.txt aggq$$- 2>err &&
-	grep "VCLUSTER_QUEUES=0: 1 to 64" err &&
-	VCLUSTER_QUEUES=x test_must_fail vcluster_up hosts.txt aggq$$- 2>err &&
-	grep "VCLUSTER_QUEUES=x: 1 to 64" err
+	for q in 0 3 128 x; do
+		VCLUSTER_QUEUES=$q test_must_fail vcluster_up hosts.txt aggq$$- 2>err &&
+		grep "VCLUSTER_QUEUES=$q: a power of two, 1 to 64" err || return 1
+	done &&
+	VCLUSTER_QUEUES=2 VCLUSTER_SWITCH=xdp test_must_fail vcluster_up hosts.txt aggq$$- 2>err &&
+	grep "VCLUSTER_QUEUES needs VCLUSTER_SWITCH=bridge" err
 '
 
 test_expect_success 'VCLUSTER_QUEUES=4: every veth has 4 queues each way and threaded NAPI' '
@@ -67,7 +69,8 @@ test_expect_success 'one flow stays on one receive queue' '
 	test "$(cut -d" " -f2 g1)" -ge 1
 '
 
-# 32 flows over 4 queues all on one queue: 4 x 4^-32, never.
+# 32 flows over 4 queues all on one queue: 4 x 4^-32, never; and a queue
+# with none of them: 4 x (3/4)^32, 1 in 2500.
 test_expect_success 'flows from different source ports spread over the receive queues' '
 	per_queue >q2 &&
 	for p in $(seq 40001 40032); do
@@ -75,7 +78,12 @@ test_expect_success 'flows from different source ports spread over the receive q
 	done &&
 	per_queue >q3 &&
 	grown q2 q3 >g3 && cat g3 &&
-	test "$(wc -l <g3)" -ge 2
+	test "$(wc -l <g3)" -ge 3
+'
+
+test_expect_success 'shaping is refused with queues' '
+	test_must_fail vcluster_shape 2>err &&
+	grep "shaping does not go with VCLUSTER_QUEUES" err
 '
 
 test_expect_success 'vcluster_down removes every namespace' '

@@ -44,17 +44,23 @@
 # rate, in bytes, as a switch's shared buffer gives a port about that much
 # (5 ms is a shallow one); the host's own transmit queue is Linux's
 # default, 1000 packets.  VCLUSTER_QLEN=N instead makes both N packets.
-# VCLUSTER_QUEUES=N (default 1) models a multi-queue NIC with RSS: every
-# veth (each host's eth0 and its bridge port) gets N transmit and N
-# receive queues, and threaded NAPI, so each receive queue is a kernel
-# thread of its own (napi/eth0-ID) that the scheduler puts on any CPU, as
-# a NIC's queue has an interrupt and a CPU of its own.  A frame goes to
-# the receive queue the sending side's transmit queue picked, by the hash
-# of its flow (addresses and UDP ports; XPS is off), as RSS picks one by
-# the hash of its 4-tuple: two flows share a queue when their hashes do.
-# vcluster_napi NAME lists host NAME's receive threads.  Native XDP still
-# attaches (veth wants as many receive queues as its peer has transmit
-# queues).
+# VCLUSTER_QUEUES=N (default 1; a power of two up to 64) models NICs with
+# N queues and RSS: every veth (each host's eth0 and its bridge port) gets
+# N transmit and N receive queues and threaded NAPI, so each receive queue
+# is a kernel thread of its own (napi/eth0-ID) that the scheduler puts on
+# any CPU, as a NIC's queue has an interrupt and a CPU of its own.  RSS:
+# each port's ingress runs $AGG_BUILD/rss.bpf.o (tc), which records the
+# kernel's hash of the frame's flow (addresses, protocol, ports: a NIC
+# hashes the same 4-tuple, with Toeplitz) as its receive queue, and the
+# bridge sends it to its destination port on the transmit queue of that
+# number modulo N, which veth delivers to the host's receive queue of the
+# same number.  One flow always lands on one queue; two flows share one
+# when their hashes do (with 2 queues, half the time).  Without it, veth's
+# bridge forwarding put every flow on queue 0.  Native XDP still attaches
+# (veth wants as many receive queues as its peer has transmit queues).
+# Shaping (vcluster_shape) and VCLUSTER_SWITCH=xdp, which bypass the
+# ports' tc ingress, do not go with it.  vcluster_napi NAME lists host
+# NAME's receive threads.
 # VCLUSTER_BW_SCALE (default 0.05) scales bw= (Gbit/s) to the emulated
 # rate: TCP over these veths (XDP on the port, so no TSO, MTU 1500) moves
 # about 1.8 Gbit/s, so 10 Gbit/s becomes 500 Mbit/s and ratios hold.  Every bridge
@@ -66,6 +72,7 @@ VCLUSTER_PREFIX=
 VCLUSTER_NAMES=
 VCLUSTER_XDP_MODE=
 VCLUSTER_PORT_PIN=
+VCLUSTER_NQUEUES=1
 
 vcluster_var_() {
 	printf 'VCLUSTER_PORT_%s' "$(printf %s "$1" | tr -c 'A-Za-z0-9_\n' _)"
@@ -109,6 +116,8 @@ vcluster_down() {
 vcluster_shape() {
 	[ -z "$VCLUSTER_PORT_PIN" ] ||
 		{ echo "vcluster: shaping needs VCLUSTER_SWITCH=bridge (forwarded frames skip the qdiscs)" >&2; return 1; }
+	[ "$VCLUSTER_NQUEUES" = 1 ] ||
+		{ echo "vcluster: shaping does not go with VCLUSTER_QUEUES (the ports' ingress runs RSS)" >&2; return 1; }
 	vc_scale=${VCLUSTER_BW_SCALE:-0.05}
 	vc_br=$(vcluster_brns)
 	vc_i=0
@@ -181,11 +190,16 @@ vcluster_up() {
 	vc_obj=${AGG_BUILD:-build}/pass.bpf.o
 	vc_br=$(vcluster_brns)
 	vc_queues=
+	VCLUSTER_NQUEUES=${VCLUSTER_QUEUES:-1}
 	case ${VCLUSTER_QUEUES:-1} in
 	1) ;;
-	[2-9]|[1-5][0-9]|6[0-4]) vc_queues="numtxqueues $VCLUSTER_QUEUES numrxqueues $VCLUSTER_QUEUES" ;;
-	*) echo "vcluster: VCLUSTER_QUEUES=$VCLUSTER_QUEUES: 1 to 64" >&2; return 1 ;;
+	2|4|8|16|32|64) vc_queues="numtxqueues $VCLUSTER_QUEUES numrxqueues $VCLUSTER_QUEUES" ;;
+	*) echo "vcluster: VCLUSTER_QUEUES=$VCLUSTER_QUEUES: a power of two, 1 to 64" >&2; return 1 ;;
 	esac
+	[ -z "$vc_queues" ] || [ "${VCLUSTER_SWITCH:-bridge}" = bridge ] ||
+		{ echo "vcluster: VCLUSTER_QUEUES needs VCLUSTER_SWITCH=bridge (redirected frames skip the ports' RSS)" >&2; return 1; }
+	[ -z "$vc_queues" ] || [ -r "${AGG_BUILD:-build}/rss.bpf.o" ] ||
+		{ echo "vcluster: no ${AGG_BUILD:-build}/rss.bpf.o (run make)" >&2; return 1; }
 
 	[ -r "$vc_hosts" ] || { echo "vcluster: cannot read $vc_hosts" >&2; return 1; }
 	[ -r "$vc_obj" ] || { echo "vcluster: no $vc_obj (run make)" >&2; return 1; }
@@ -235,6 +249,9 @@ vcluster_up() {
 			vcluster_fail_ "cannot attach XDP to $vc_port" || return 1
 		fi
 		if [ -n "$vc_queues" ]; then
+			tc -n "$vc_br" qdisc add dev "$vc_port" clsact &&
+			tc -n "$vc_br" filter add dev "$vc_port" ingress bpf da \
+				obj "${AGG_BUILD:-build}/rss.bpf.o" sec tc &&
 			vcluster_threaded_ "$vc_br" "$vc_port" &&
 			# eth0's NAPI exists while an XDP program runs there
 			# (agg-load's, later): make it threaded now, under one.
