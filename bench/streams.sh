@@ -12,8 +12,10 @@
 # XDP program and nothing else:
 #   pkts/s    packets ps0 aggregated per second of the iterations
 #   pkts/cpu_s  per CPU-second of ps0's receive threads (its per-core rate)
-#   queues    ps0's receive queues that took at least 5% of its packets
-#             (ethtool -S: rx_queue_N_xdp_packets)
+#   queues    ps0's receive queues that took at least 5% of an iteration's
+#             packets (ethtool -S: rx_queue_N_xdp_packets), the mean over
+#             the iterations (each agg-send has new source ports, so one
+#             stream lands on one queue, not always the same one)
 #   top%      the busiest receive thread's share of ps0's CPU time
 #   seconds   the median iteration
 # and each as a ratio to 1 stream's.  Source ports hash to queues as RSS
@@ -81,12 +83,14 @@ echo "streams: w1 sends $SIZE bytes an iteration to ps0 (plan ps, segment 128,"
 echo "MTU 1500), $QUEUES receive queues a host (VCLUSTER_QUEUES) on $(getconf _NPROCESSORS_ONLN) CPUs;"
 echo "$ROUNDS rounds of $ITERS iterations per stream count, in turns; ps0's"
 echo "aggregation: packets per second, per CPU-second of its receive threads,"
-echo "the queues that did 5% of its work or more, the busiest one's share"
+echo "receive queues that took 5% or more of an iteration's packets (mean),"
+echo "the busiest receive thread's share of its CPU time"
 printf '%-8s %9s %11s %11s %7s %6s %9s %11s\n' streams seconds pkts/s pkts/cpu_s queues top% vs1_pps vs1_per_cpu
 for s in $COUNTS; do
 	cut -d" " -f1 "$tmp/s.$s" >"$tmp/t.$s"
-	q=$(awk '{ for (i = 1; i <= NF; i++) { c[i] += $i; all += $i } }
-		END { for (i in c) if (c[i] >= 0.05 * all) q++; print q + 0 }' "$tmp/q.$s")
+	q=$(awk '{ all = 0; for (i = 1; i <= NF; i++) all += $i
+		   for (i = 1; i <= NF; i++) if ($i >= 0.05 * all) q++; n++ }
+		END { printf "%.1f", n ? q / n : 0 }' "$tmp/q.$s")
 	awk -v s="$s" -v hz="$hz" -v med="$(med "$tmp/t.$s")" -v q="$q" '
 		{ secs += $1; pk += $2; for (i = 3; i <= NF; i++) { j[i] += $i; all += $i } }
 		END {
@@ -97,6 +101,6 @@ for s in $COUNTS; do
 		}' "$tmp/s.$s"
 done >"$tmp/rows"
 awk 'NR == 1 { p1 = $3; c1 = $4 }
-	{ printf "%-8s %9.4f %11.0f %11.0f %7d %6.0f %9.2f %11.2f\n", $1, $2, $3, $4, $5, $6,
+	{ printf "%-8s %9.4f %11.0f %11.0f %7.1f %6.0f %9.2f %11.2f\n", $1, $2, $3, $4, $5, $6,
 		$3 / p1, c1 ? $4 / c1 : 0 }' "$tmp/rows"
 for h in ps0 w1; do vcluster_run $h agg-load --unload --node $h; done

@@ -55,8 +55,11 @@ class _Opts(ctypes.Structure):
                 ("node", ctypes.c_char_p),
                 ("flags", ctypes.c_uint),
                 ("run", ctypes.c_uint),
-                ("timeout", ctypes.c_double)]
+                ("timeout", ctypes.c_double),
+                ("streams", ctypes.c_uint)]
 _OPEN_RUN = 0x1
+_STREAMS_AUTO = 0xffffffff
+MAX_STREAMS = 64
 
 
 _lib = None
@@ -262,16 +265,27 @@ class Agg:
     node     the node's name (default: the node whose address is local)
     run      0..65535, or None: $AGG_RUN (else 0) + $TORCHELASTIC_RESTART_COUNT
     timeout  seconds without progress before a call fails (default 30)
+    streams  streams an allreduce sends over: 1..64 or "auto" (default:
+             $AGG_STREAMS, else 1; man 1 agg-send, --streams)
     """
 
-    def __init__(self, pin_dir=None, job=None, node=None, run=None, timeout=None):
+    def __init__(self, pin_dir=None, job=None, node=None, run=None, timeout=None,
+                 streams=None):
         lib = _load()
         if run is not None and not 0 <= int(run) <= 0xffff:
             raise ValueError("agg: run %r: runs are 0 to 65535" % (run,))
+        if streams is None:
+            streams = os.environ.get("AGG_STREAMS") or 1
+        if str(streams) == "auto":
+            nstreams = _STREAMS_AUTO
+        elif str(streams).isdigit() and 1 <= int(streams) <= MAX_STREAMS:
+            nstreams = int(streams)
+        else:
+            raise ValueError("agg: streams %r: 1 to %d, or \"auto\"" % (streams, MAX_STREAMS))
         enc = lambda s: None if s is None else os.fsencode(str(s))
         opts = _Opts(ctypes.sizeof(_Opts), enc(pin_dir), enc(job), enc(node),
                      0 if run is None else _OPEN_RUN, 0 if run is None else int(run),
-                     float(timeout or 0))
+                     float(timeout or 0), nstreams)
         h = ctypes.c_void_p()
         self._h = None
         self._lock = threading.Lock()

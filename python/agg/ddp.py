@@ -156,7 +156,8 @@ def _value(fut):
 def from_env(sync=False, **kw):
     """An AggState for a rank started by torchrun (or with its variables):
     opens this host's node (keywords as agg.Agg's; AGG_JOB, AGG_NODE and
-    AGG_TIMEOUT fill job, node and timeout when not given; pin_dir and the
+    AGG_TIMEOUT fill job, node and timeout when not given; AGG_STREAMS the
+    streams (agg.Agg reads it); pin_dir and the
     run come from AGG_PIN_DIR, AGG_RUN and TORCHELASTIC_RESTART_COUNT in
     libagg) and checks that the job has WORLD_SIZE workers.
 
