@@ -223,7 +223,9 @@ static void record_end(void)
 
 /* ---- counters --------------------------------------------------------- */
 
-/* agg-send's streams that sent anything: a table, or "streams" in JSON. */
+/* agg-send's streams that sent anything: a table, or "streams" in JSON.
+ * Its rows start with '#' too: the text's other lines are "name value"
+ * (and per-CPU values), which scripts read. */
 static void print_streams(const struct agg_stat_snap *s)
 {
 	bool head = false;
@@ -245,7 +247,7 @@ static void print_streams(const struct agg_stat_snap *s)
 			head = true;
 		}
 		agg_print_obj_open(NULL);
-		agg_print_uint("stream", "%8" PRIu64, k);
+		agg_print_uint("stream", "# %6" PRIu64, k);
 		for (int f = 0; f < AGG_SST_COUNT; f++)
 			agg_print_uint(agg_stat_stream_name(f), " %14" PRIu64, v[f]);
 		agg_print_text("\n");

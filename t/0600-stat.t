@@ -134,12 +134,12 @@ test_expect_success '--all -j: every node, the same fields and values as the tex
 	for h in $(vcluster_hosts); do
 		agg-stat --node $h >$h.stat &&
 		agg-stat --node $h -j >$h.json &&
-		jq -r "to_entries[] | select(.key | test(\"^(job|node|address|role|cpus|segment)$\") | not) |
+		jq -r "to_entries[] | select(.key | test(\"^(job|node|address|role|cpus|segment|streams)$\") | not) |
 			\"\\(.key) \\(.value)\"" $h.json | grep -v "^other " | sort >$h.json.kv &&
 		grep -v "^#" $h.stat | awk "{ print \$1, \$2 }" | grep -v "^other " | sort >$h.text.kv &&
 		test_cmp $h.text.kv $h.json.kv &&
 		jq -r ".[] | select(.node == \"$h\") | to_entries[] |
-			select(.key | test(\"^(job|node|address|role|cpus|segment|other)$\") | not) |
+			select(.key | test(\"^(job|node|address|role|cpus|segment|other|streams)$\") | not) |
 			\"\\(.key) \\(.value)\"" all.json | sort >$h.all.kv &&
 		test_cmp $h.text.kv $h.all.kv &&
 		jq -e ".job == 7 and .node == \"$h\" and .segment == 128 and (.cpus | type == \"number\")" $h.json ||
