@@ -35,7 +35,7 @@ cat >"$tmp/hosts.txt" <<'EOF_HOSTS'
 ps0 10.90.0.100 bw=10 role=ps
 w1  10.90.0.1   bw=10
 EOF_HOSTS
-VCLUSTER_QUEUES=$QUEUES vcluster_up "$tmp/hosts.txt" aggbs$$- || exit 1
+VCLUSTER_QUEUES=$QUEUES vcluster_up "$tmp/hosts.txt" aggbq$$- || exit 1
 agg-plan -s ps --size "$SIZE" "$tmp/hosts.txt" >"$tmp/plan"
 for h in ps0 w1; do vcluster_run $h agg-load "$tmp/plan" || exit 1; done
 vcluster_napi ps0 | cut -d" " -f1 >"$tmp/napi"
