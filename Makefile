@@ -71,7 +71,8 @@ endif
 LAYERS     := util plan ops hot tune dp
 LAYER_LIBS  = $(foreach l,$(1),build/libagg-$(l).a)
 LIB_SRC    := $(sort $(foreach l,$(LAYERS),$(wildcard lib/$(l)/*.c)))
-LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o) build/lib/api/libagg.o
+API_OBJ    := build/lib/api/libagg.o build/lib/api/tuning.o
+LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o) $(API_OBJ)
 CMD_SRC    := $(sort $(wildcard cmd/agg-*.c))
 TOOLS      := $(CMD_SRC:cmd/%.c=build/%)
 BPF_SRC    := $(sort $(wildcard bpf/*.bpf.c))
@@ -126,11 +127,11 @@ $(foreach l,$(LAYERS),$(eval $(call LAYER_RULE,$(l))))
 # linker takes as needed; only agg/agg.h's symbols are exported, versioned
 # (lib/api/libagg.map).
 DP_LIBS    := $(call LAYER_LIBS,dp tune ops plan util)
-$(SO_LIB): build/lib/api/libagg.o $(DP_LIBS) lib/api/libagg.map
+$(SO_LIB): $(API_OBJ) $(DP_LIBS) lib/api/libagg.map
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
 		-Wl,--version-script=lib/api/libagg.map -Wl,--no-undefined -Wl,--as-needed \
-		-o $@ build/lib/api/libagg.o $(DP_LIBS) $(LIBS_DP)
+		-o $@ $(API_OBJ) $(DP_LIBS) $(LIBS_DP)
 
 build/$(SONAME): $(SO_LIB)
 	$(Q)ln -sf $(notdir $<) $@
