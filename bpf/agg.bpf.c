@@ -188,6 +188,15 @@ struct {
 	__type(value, __u64);
 } sent SEC(".maps");
 
+/* The last agg-send's congestion state (struct agg_cc_state); only user
+ * space touches it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct agg_cc_state);
+} cc SEC(".maps");
+
 static __always_inline void count(__u32 what)
 {
 	__u64 *c = bpf_map_lookup_elem(&stats, &what);

@@ -303,6 +303,16 @@ enum agg_sent {
 #define AGG_SENT_NAMES { "iterations", "sent", "sent_local", "resent", \
 	"sent_fanout", "sent_signals", }
 
+/* "cc" map (one entry): the sender's congestion state when the last
+ * agg-send on this node ended, for the next one to start from (as Linux
+ * keeps a route's TCP metrics); only user space writes it. */
+struct agg_cc_state {
+	__u64 at_ns;		/* CLOCK_MONOTONIC when written; 0: never */
+	__u64 cwnd_milli;	/* congestion window, 1/1000 segments */
+	__u64 rtt_med_ns;	/* median round trip */
+	__u64 rtt_base_ns;	/* shortest round trip */
+};
+
 /*
  * The XDP dispatcher of an interface (bpf/dispatch.bpf.c), pinned under
  * PIN_DIR/dev/NETNS-IFINDEX/: "ports" maps a job's UDP port to its entry

@@ -32,9 +32,10 @@ static struct {
 	uint64_t ver;		/* agg_ver(run, iter) */
 	unsigned op;
 	double timeout;
+	bool cc_off;
 } env = { .timeout = 10 };
 
-enum { OPT_ITER = 0x100, OPT_RUN, OPT_OP, OPT_TIMEOUT };
+enum { OPT_ITER = 0x100, OPT_RUN, OPT_OP, OPT_TIMEOUT, OPT_CC };
 
 static const char doc[] =
 "Send this node's gradient for one iteration: FILE (or standard input) holds\n"
@@ -60,6 +61,9 @@ static const struct argp_option options[] = {
 	{ "op", OPT_OP, "OP", 0, "sum (default), max or min", 0 },
 	{ "timeout", OPT_TIMEOUT, "SEC", 0,
 	  "Give up when nothing progresses for SEC seconds (default 10)", 0 },
+	{ "cc", OPT_CC, "MODE", 0,
+	  "Congestion window: delay (default: kept by the results' delay) or off "
+	  "(the slot pool, fixed)", 0 },
 	{ 0 }
 };
 
@@ -79,6 +83,11 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_TIMEOUT:
 		env.timeout = agg_argp_timeout(state, arg);
+		break;
+	case OPT_CC:
+		if (strcmp(arg, "delay") && strcmp(arg, "off"))
+			argp_error(state, "--cc %s: delay or off", arg);
+		env.cc_off = !strcmp(arg, "off");
 		break;
 	case ARGP_KEY_ARG:
 		if (env.file)
@@ -180,6 +189,7 @@ int main(int argc, char **argv)
 		rc = AGG_EXIT_SYSTEM;
 		goto out;
 	}
+	s.cc_off = env.cc_off;
 	/* Input and sender ready: now the iteration is taken (once per run). */
 	if (agg_node_open_iter(&n, env.ver, true, why, sizeof(why))) {
 		agg_err("%s", why);
@@ -198,9 +208,13 @@ int main(int argc, char **argv)
 		rc = err == -ETIMEDOUT ? AGG_EXIT_PROBLEM : AGG_EXIT_SYSTEM;
 		goto out;
 	}
+	if (agg_sender_save(&s))
+		agg_warn("cannot keep the congestion state for the next agg-send: %s",
+			 strerror(errno));
 	agg_info("iteration %u: %u segments aggregated (%" PRIu64 " here, %" PRIu64
-		 " sent, %" PRIu64 " of them resent) in %.3f s", env.iter, n.l.nsegs,
-		 s.sent_local, s.sent_remote, s.resent, agg_now() - t0);
+		 " sent, %" PRIu64 " of them resent) in %.3f s; window %.0f segments, "
+		 "round trip %.2f ms", env.iter, n.l.nsegs, s.sent_local, s.sent_remote,
+		 s.resent, agg_now() - t0, s.cwnd, s.rtt_med * 1e3);
 	if (agg_print_json()) {
 		agg_print_obj_open(NULL);
 		agg_print_uint("iter", NULL, env.iter);
@@ -211,6 +225,8 @@ int main(int argc, char **argv)
 		agg_print_uint("resent", NULL, s.resent);
 		agg_print_uint("nonfinite", NULL, c.nonfinite);
 		agg_print_float("seconds", NULL, agg_now() - t0);
+		agg_print_float("window", NULL, s.cwnd);
+		agg_print_float("rtt_ms", NULL, s.rtt_med * 1e3);
 		agg_print_obj_close();
 	}
 out:

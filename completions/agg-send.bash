@@ -26,6 +26,10 @@ _agg_send()
 		mapfile -t COMPREPLY < <(compgen -W "sum max min" -- "$cur")
 		return
 		;;
+	--cc)
+		mapfile -t COMPREPLY < <(compgen -W "delay off" -- "$cur")
+		return
+		;;
 	--iter | --run | --timeout)
 		return		# a number
 		;;
@@ -33,7 +37,7 @@ _agg_send()
 	$split && return
 
 	if [[ $cur == -* ]]; then
-		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --job --node --pin-dir
+		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --cc --job --node --pin-dir
 			--json --pretty --quiet --verbose --help --usage --version' -- "$cur")
 		return
 	fi

@@ -442,6 +442,7 @@ void agg_close(struct agg *a)
 		pthread_mutex_destroy(&a->lock);
 	}
 	flush_counters(a, true);
+	agg_sender_save(&a->s);	/* best effort: for the next process */
 	agg_sender_free(&a->s);
 	agg_node_close(&a->n);
 	free(a->scratch);

@@ -60,6 +60,44 @@ static int event_nop(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/*
+ * The congestion state a sender leaves on the node ("cc" map) and the
+ * next one starts from, as Linux starts a connection from its route's
+ * TCP metrics: agg-send runs once an iteration, and each new process in
+ * slow start from 8 segments, its timeout from the first few trips, went
+ * over every queue at the start of every iteration (half of a shaped
+ * incast's packets were resent).  State older than CC_KEEP is not used.
+ */
+#define CC_KEEP		600.0
+static void cc_load(struct agg_sender *s)
+{
+	struct agg_cc_state st;
+	__u32 zero = 0;
+
+	if (s->n->fd_cc < 0 || bpf_map_lookup_elem(s->n->fd_cc, &zero, &st) || !st.at_ns ||
+	    agg_now() - (double)st.at_ns * 1e-9 > CC_KEEP || !st.cwnd_milli)
+		return;
+	s->cwnd = (double)st.cwnd_milli / 1000;
+	s->slow_start = false;
+	s->rtt_med = (double)st.rtt_med_ns * 1e-9;
+	s->rtt_base = (double)st.rtt_base_ns * 1e-9;
+}
+
+int agg_sender_save(const struct agg_sender *s)
+{
+	struct agg_cc_state st = {
+		.at_ns = (__u64)(agg_now() * 1e9),
+		.cwnd_milli = (__u64)(s->cwnd * 1000),
+		.rtt_med_ns = (__u64)(s->rtt_med * 1e9),
+		.rtt_base_ns = (__u64)(s->rtt_base * 1e9),
+	};
+	__u32 zero = 0;
+
+	if (s->n->fd_cc < 0 || s->cc_off || !s->cwnd)
+		return 0;
+	return bpf_map_update_elem(s->n->fd_cc, &zero, &st, BPF_ANY) ? -errno : 0;
+}
+
 int agg_sender_init(struct agg_sender *s, struct agg_node *n)
 {
 	const struct agg_plan *p = &n->plan;
@@ -115,6 +153,7 @@ int agg_sender_init(struct agg_sender *s, struct agg_node *n)
 			goto fail;
 		ring_buffer__consume(s->rb);	/* what came before us */
 	}
+	cc_load(s);
 	/* The frame a local contribution enters our own XDP program with. */
 	eth = (struct ethhdr *)s->frame;
 	ip = (struct iphdr *)(eth + 1);
@@ -495,7 +534,11 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 		snprintf(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
-	if (!s->cwnd) {
+	if (s->cc_off) {
+		s->cwnd = window;
+	} else if (s->cwnd > window) {
+		s->cwnd = window;
+	} else if (!s->cwnd) {
 		s->cwnd = CWND_INIT < window ? CWND_INIT : window;
 		s->slow_start = true;
 	}
@@ -520,7 +563,7 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 			root = s->root[tree];
 			if (!l->waiting && !agg_node_missing(s->n, l->seg, l->seg + 1, c->ver)) {
 				rtt_sample(s, t - l->sent);
-				if (!s->local[tree])
+				if (!s->local[tree] && !s->cc_off)
 					cc_result(s, window, l->attempt ? 0 : t - l->sent, l->seq);
 				if (!l->attempt && l->sent > rack[tree])
 					rack[tree] = l->sent;

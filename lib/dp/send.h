@@ -35,6 +35,7 @@ struct agg_sender {
 	struct ring_buffer *rb;		/* the node's "events", or NULL: poll */
 	double rtt_med;			/* median round trip, s */
 	double cwnd;			/* congestion window, segments */
+	bool cc_off;			/* no congestion window: the slot pool's */
 	bool slow_start;
 	bool round_lossy;		/* this round timed out */
 	double rtt_base, rtt_round;	/* shortest round trip: ever, this round */
@@ -56,6 +57,10 @@ struct agg_send_call {
 	double timeout;			/* give up after this long without progress */
 	uint64_t nonfinite;		/* out: NaN and Inf in x */
 };
+
+/* Leave the congestion state on the node for the next sender ("cc"
+ * map): 0 or -errno. */
+int agg_sender_save(const struct agg_sender *s);
 
 /* What the calls did so far, as the "sent" map counts it (enum agg_sent),
  * iters being the caller's count of calls. */

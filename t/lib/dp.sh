@@ -67,7 +67,7 @@ dp_allreduce() {
 	done
 	for dp_w in $(dp_workers); do
 		vcluster_run "$dp_w" agg-send ${DP_JOB:+--job $DP_JOB} --iter "$1" --timeout "${DP_TIMEOUT:-30}" ${DP_OP:+--op $DP_OP} \
-			"in.$1.$dp_w" 2>"send.$1.$dp_w" &
+			${DP_SEND_ARGS:-} "in.$1.$dp_w" 2>"send.$1.$dp_w" &
 		dp_pids="$dp_pids $!"
 	done
 	dp_rc=0
