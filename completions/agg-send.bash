@@ -33,7 +33,7 @@ _agg_send()
 	$split && return
 
 	if [[ $cur == -* ]]; then
-		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --job --node --pin-dir
+		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --sparse --job --node --pin-dir
 			--json --pretty --quiet --verbose --help --usage --version' -- "$cur")
 		return
 	fi
