@@ -3,7 +3,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -166,15 +165,29 @@ static int read_width(struct text_in *t, const struct agg_text_line *ln)
 	return 0;
 }
 
-/* A float32 value: decimal, finite, within float32's range. */
+/* A float32 value: decimal within float32's range, or inf, -inf, nan
+ * (what %.9g prints for them; a NaN's payload is not kept). */
 static int parse_value(const char *s, float *out, int *col)
 {
 	double v;
-	int err = agg_parse_double(s, &v, col);
+	int err;
 
+	if (!strcmp(s, "inf") || !strcmp(s, "-inf") || !strcmp(s, "nan") || !strcmp(s, "-nan")) {
+		*out = s[s[0] == '-'] == 'n' ? (s[0] == '-' ? -NAN : NAN) :
+		       (s[0] == '-' ? -INFINITY : INFINITY);
+		return 0;
+	}
+	err = agg_parse_double(s, &v, col);
+	if (err == -ERANGE) {
+		/* strtod says ERANGE for float32's subnormals too: those are values */
+		errno = 0;
+		v = strtod(s, NULL);
+		err = isfinite(v) ? 0 : -ERANGE;
+	}
 	if (err)
 		return err;
-	if (fabs(v) > FLT_MAX) {
+	/* beyond what rounds to FLT_MAX (%.9g prints it a little above) */
+	if (isinf((float)v)) {
 		*col = 0;
 		return -ERANGE;
 	}

@@ -64,8 +64,15 @@ static void test_text(void)
 	       "g.txt:1:1: id '18446744073709551616' is beyond 2^64 - 1", "id too large");
 	is_str(text_err("1 2\n2   3.5z\n"), "g.txt:2:8: bad value '3.5z' (a decimal number)",
 	       "bad value: the column of the bad character");
-	is_str(text_err("1 nan\n"), "g.txt:1:3: bad value 'nan' (a decimal number)",
-	       "nan is not a value");
+	is_str(text_err("1 NaN\n"), "g.txt:1:3: bad value 'NaN' (a decimal number)",
+	       "NaN is not a value (nan is)");
+	t = "1 nan -inf inf -nan 1.4e-45 -1e-39 1e-50\n";
+	ok(!agg_sparse_parse(&g, t, strlen(t), "g.txt", &d) && isnan(g.val[0]) &&
+	   g.val[1] == -INFINITY && g.val[2] == INFINITY && isnan(g.val[3]) &&
+	   signbit(g.val[3]), "nan, inf, -inf, -nan: what %%.9g writes for them");
+	ok(g.val[4] == 1.4e-45f && g.val[5] == -1e-39f && g.val[6] == 0,
+	   "subnormals are values; below them, 0");
+	agg_sparse_free(&g);
 	is_str(text_err("1 1e39\n"), "g.txt:1:3: value '1e39' is beyond float32's range",
 	       "beyond float32");
 	is_str(text_err("3 1\n5 2\n3 4\n"), "g.txt:3:1: id 3 again (first on line 1): an id is one pair",
