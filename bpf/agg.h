@@ -57,7 +57,10 @@ enum {
  * __u64 id and width float32 (IEEE 754 bits), little-endian. */
 struct agg_sparse_hdr {
 	__u32 npkts;		/* SPARSE, END: the sender's SPARSE packets in the
-				 * iteration; RESULT: the result's packets; ACK: 0 */
+				 * iteration; RESULT: the result's packets; ACK:
+				 * the packets of the acknowledged stream its
+				 * sender holds when that is all of them (the END
+				 * included), else 0 */
 	__u16 width;		/* values per pair, 1 .. AGG_WIRE_MAX_WIDTH */
 	__u16 npairs;		/* 0 in END and ACK */
 } __attribute__((packed));

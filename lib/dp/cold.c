@@ -40,6 +40,7 @@ void agg_cold_close(struct agg_cold *c)
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->buf);
+	free(c->done_total);
 	memset(c, 0, sizeof(*c));
 	c->sock = -1;
 }
@@ -150,11 +151,20 @@ static int send_buf(struct agg_cold *c, size_t len, const struct sockaddr_in *ds
 	return 0;
 }
 
-static int send_ack(struct agg_cold *c, const struct agg_hdr *h, uint32_t width,
+/* Acknowledge packet seq of ver; have: the packets of the stream we hold
+ * when that is all of them (any one such acknowledgement completes the
+ * peer's window), else 0. */
+static int ack(struct agg_cold *c, uint64_t ver, uint32_t seq, uint32_t have, uint32_t width,
+	       const struct sockaddr_in *dst)
+{
+	fill_hdr(c, AGG_T_SPARSE_ACK, ver, seq, 0, have, width, 0);
+	return send_buf(c, HDRS, dst);
+}
+
+static int send_ack(struct agg_cold *c, const struct agg_hdr *h, uint32_t have, uint32_t width,
 		    const struct sockaddr_in *dst)
 {
-	fill_hdr(c, AGG_T_SPARSE_ACK, agg_ver(h->run, h->iter), h->seg, 0, 0, width, 0);
-	return send_buf(c, HDRS, dst);
+	return ack(c, agg_ver(h->run, h->iter), h->seg, have, width, dst);
 }
 
 /*
@@ -282,6 +292,25 @@ static bool outbox_ack(struct agg_cold *c, struct outbox *o, uint32_t seq, doubl
 	return true;
 }
 
+/* An acknowledgement that the peer holds all npkts: every packet is. */
+static bool outbox_ack_all(struct agg_cold *c, struct outbox *o, uint32_t npkts, double now)
+{
+	bool news = false;
+
+	if (npkts != o->npkts)
+		return false;
+	for (uint32_t s = o->base; s < o->npkts; s++) {
+		if (o->acked[s])
+			continue;
+		if (s >= o->next) {	/* never sent: the peer cannot hold it */
+			c->st.drop_malformed++;
+			return news;
+		}
+		news |= outbox_ack(c, o, s, now);
+	}
+	return news;
+}
+
 typedef size_t (*frame_fn)(struct agg_cold *c, uint32_t seq, uint16_t attempt, void *ctx);
 
 /* Send what is due again, then new packets as far as the window allows;
@@ -395,7 +424,8 @@ int agg_cold_send(struct agg_cold *c, const struct agg_sparse *g, uint64_t ver, 
 				c->st.drop_malformed++;
 				continue;
 			}
-			if (outbox_ack(c, &o, h->seg, agg_now()))
+			if (outbox_ack(c, &o, h->seg, agg_now()) |
+			    (sh->npkts && outbox_ack_all(c, &o, sh->npkts, agg_now())))
 				last = agg_now();
 		}
 		if (r < 0) {
@@ -559,13 +589,15 @@ int agg_cold_recv(struct agg_cold *c, uint64_t ver, double timeout, struct agg_s
 			c->st.taken++, c->st.pairs_in += sh->npairs;
 		else
 			c->st.dup++;
-		err = send_ack(c, h, width, &src);
+		err = send_ack(c, h, inbox_full(&b, false) ? b.npkts : 0, width, &src);
 		if (err) {
 			snprintf(why, whylen, "cannot acknowledge: %s", strerror(-err));
 			break;
 		}
 	}
 	if (!err) {
+		c->done_npkts = b.npkts;
+		c->done_width = width;
 		err = inbox_pairs(&b, width, out, &bad);
 		if (err == -EPROTO)
 			snprintf(why, whylen, "iteration %u: the result's pair %" PRIu64 " is out of "
@@ -685,7 +717,7 @@ static int gather(struct agg_cold *c, struct inbox *b, const struct agg_hdr *h,
 		if (r < 0)
 			return r;
 	}
-	return send_ack(c, h, sh->width, src) ?: r;
+	return send_ack(c, h, inbox_full(b, true) ? b->npkts + 1 : 0, sh->width, src) ?: r;
 }
 
 int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_sparse *out,
@@ -751,9 +783,14 @@ int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_
 				continue;
 			}
 			if (h->type == AGG_T_SPARSE_ACK) {
-				if (ob && ob[k].npkts && outbox_ack(c, &ob[k], h->seg, agg_now()) &&
-				    ob[k].nacked == ob[k].npkts)
-					nacked++;
+				bool was = ob && ob[k].npkts && ob[k].nacked == ob[k].npkts;
+
+				if (ob && ob[k].npkts) {
+					outbox_ack(c, &ob[k], h->seg, agg_now());
+					if (sh->npkts)
+						outbox_ack_all(c, &ob[k], sh->npkts, agg_now());
+				}
+				nacked += !was && ob && ob[k].npkts && ob[k].nacked == ob[k].npkts;
 				continue;
 			}
 			width = sh->width;
@@ -813,6 +850,11 @@ int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_
 out:
 	if (err)
 		agg_sparse_free(out);
+	free(c->done_total);
+	c->done_total = err ? NULL : calloc(p->nnodes, sizeof(*c->done_total));
+	c->done_width = width;
+	for (int i = 0; c->done_total && i < nw; i++)
+		c->done_total[wk[i]] = in[i].npkts + 1;
 	for (int i = 0; in && i < nw; i++)
 		inbox_free(&in[i]);
 	for (int i = 0; ob && i < nw; i++)
@@ -825,9 +867,30 @@ out:
 	return err;
 }
 
+/* Tell every peer once more that its stream is complete here (the
+ * acknowledgement it waits for may have been lost). */
+static void ack_done(struct agg_cold *c, uint64_t ver)
+{
+	const struct agg_plan *p = &c->n->plan;
+
+	if (c->role == AGG_COLD_RECV && c->done_npkts) {
+		ack(c, ver, c->done_npkts - 1, c->done_npkts, c->done_width, &c->root_sa);
+		return;
+	}
+	for (int i = 0; c->role == AGG_COLD_SERVE && c->done_total && i < p->nnodes; i++) {
+		struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = p->node[i].addr,
+					   .sin_port = htons(p->port + AGG_SPARSE_PORT_SEND) };
+
+		if (c->done_total[i])
+			ack(c, ver, c->done_total[i] - 1, c->done_total[i], c->done_width, &dst);
+	}
+}
+
 void agg_cold_linger(struct agg_cold *c, uint64_t ver, double quiet, double max)
 {
+	static const double again[] = { 0, 0.02, 0.05 };	/* repeats of ack_done */
 	double start = agg_now(), last = start;
+	unsigned next = 0;
 
 	for (;;) {
 		double now = agg_now(), wait = last + quiet - now;
@@ -838,6 +901,12 @@ void agg_cold_linger(struct agg_cold *c, uint64_t ver, double quiet, double max)
 
 		if (wait <= 0 || now - start >= max)
 			return;
+		while (next < sizeof(again) / sizeof(again[0]) && now - start >= again[next]) {
+			ack_done(c, ver);
+			next++;
+		}
+		if (next < sizeof(again) / sizeof(again[0]) && start + again[next] - now < wait)
+			wait = start + again[next] - now;
 		r = recv_one(c, wait, &src);
 		if (r <= 0) {
 			if (r < 0)
@@ -848,12 +917,15 @@ void agg_cold_linger(struct agg_cold *c, uint64_t ver, double quiet, double max)
 		if (!h)
 			continue;
 		/* Everything of ver is in: what comes again was kept already. */
-		if ((c->role == AGG_COLD_SERVE && (h->type == AGG_T_SPARSE ||
-						   h->type == AGG_T_SPARSE_END)) ||
-		    (c->role == AGG_COLD_RECV && h->type == AGG_T_SPARSE_RESULT &&
-		     h->from == c->root)) {
+		if (c->role == AGG_COLD_SERVE && (h->type == AGG_T_SPARSE ||
+						  h->type == AGG_T_SPARSE_END)) {
 			c->st.dup++;
-			send_ack(c, h, sh->width, &src);
+			send_ack(c, h, sh->npkts + 1, sh->width, &src);
+			last = agg_now();
+		} else if (c->role == AGG_COLD_RECV && h->type == AGG_T_SPARSE_RESULT &&
+			   h->from == c->root && sh->npkts == c->done_npkts) {
+			c->st.dup++;
+			send_ack(c, h, c->done_npkts, sh->width, &src);
 			last = agg_now();
 		}
 	}

@@ -47,6 +47,9 @@ struct agg_cold {
 	struct sockaddr_in root_sa;	/* its port P */
 	uint8_t *buf;		/* one datagram, in or out */
 	double srtt;		/* smoothed round trip of first transmissions, s */
+	/* what agg_cold_linger says is complete here: the result's packets
+	 * (recv), each node's packets by node index (serve), and the width */
+	uint32_t done_npkts, *done_total, done_width;
 	struct agg_cold_stats st;
 };
 
