@@ -63,10 +63,12 @@ endif
 #   plan  hosts files, plans, trees, the site secret
 #   ops   block floating point, gradient files
 #   hot   the sparse path's hot-set tools
+#   tune  auto-tuning (AIACC Sec. VI): the bandit over search techniques,
+#         the cache of tuned settings per plan fingerprint (util only)
 #   dp    the data plane: loading, the node, sending, receiving, probes,
 #         counters, live and captured checks (libbpf; checkpcap: libpcap)
 #   api   the public C API (agg/agg.h) of libagg.so
-LAYERS     := util plan ops hot dp
+LAYERS     := util plan ops hot tune dp
 LAYER_LIBS  = $(foreach l,$(1),build/libagg-$(l).a)
 LIB_SRC    := $(sort $(foreach l,$(LAYERS),$(wildcard lib/$(l)/*.c)))
 LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o) build/lib/api/libagg.o
@@ -123,7 +125,7 @@ $(foreach l,$(LAYERS),$(eval $(call LAYER_RULE,$(l))))
 # libagg.so: the public API (lib/api) over the layers, whose objects the
 # linker takes as needed; only agg/agg.h's symbols are exported, versioned
 # (lib/api/libagg.map).
-DP_LIBS    := $(call LAYER_LIBS,dp ops plan util)
+DP_LIBS    := $(call LAYER_LIBS,dp tune ops plan util)
 $(SO_LIB): build/lib/api/libagg.o $(DP_LIBS) lib/api/libagg.map
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \

@@ -145,6 +145,17 @@ struct {
 	__type(value, struct agg_progress);
 } progress SEC(".maps");
 
+/*
+ * The wire segment of every result stored here, for agg-send to wait on
+ * (epoll) instead of polling "meta": its window moves on results only.
+ * Records are only a wake-up: a full ring loses them, and the sender
+ * reads what is stored from "meta".
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} events SEC(".maps");
+
 /* The node's clock (struct agg_clock): the tools open iterations in it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -601,6 +612,7 @@ static __always_inline int store_result(struct xdp_md *ctx, __u32 seg, __u64 ver
 	if (bad)
 		return AGG_S_DROP_MALFORMED;
 	count(AGG_S_STORED);
+	bpf_ringbuf_output(&events, &seg, sizeof(seg), 0);
 	*signal = seg >= cfg_nexp && progress_add(ver);
 	return 0;
 }

@@ -252,7 +252,9 @@ test_expect_success "the loss-free reference: $K iterations, bit-identical, with
 '
 
 # c1 sends, nobody else: with every DATA from c1 dropped on its port,
-# nothing reaches its parent, and the log names each try.
+# nothing reaches its parent, and the log names each try: the first
+# sends of its congestion window (8 segments at first, no result ever
+# widens it), then resends.
 test_expect_success 'the injector drops what it is told to, logs each drop, and passes the rest' '
 	parent=$(awk "\$1 == \"edge\" && \$3 == \"c1\" { print \$4 }" plan.txt) &&
 	from=$(node_index c1) &&
@@ -264,7 +266,7 @@ test_expect_success 'the injector drops what it is told to, logs each drop, and 
 	# nothing reached the parent but the probes agg-send sends before it gives up
 	test "$(rx_not_probes before)" = "$(rx_not_probes after)" &&
 	loss_stats >stats && cat stats &&
-	test "$(loss_stat seen_in)" -ge 124 &&
+	test "$(loss_stat seen_in)" -ge 16 &&
 	test "$(loss_stat dropped_in)" = "$(loss_stat seen_in)" &&
 	test "$(loss_stat seen_out)" = 0 &&
 	test "$(loss_stat logged)" = "$(loss_stat dropped)" &&
@@ -272,7 +274,8 @@ test_expect_success 'the injector drops what it is told to, logs each drop, and 
 	test "$(wc -l <log)" = "$(loss_stat dropped)" &&
 	awk -v f=$from "\$1 != \"in\" || \$2 != 5 || \$3 >= 62 || \$4 != f || \$5 != \"data\" ||
 		\$7 != \"10.90.0.4\" || \$8 != \"10.90.0.3\" { print \"unexpected: \" \$0; exit 1 }" log &&
-	awk "\$6 == 0 { z++ } \$6 > 0 { r++ } END { exit !(z == 62 && r >= 62) }" log &&
+	awk "\$6 == 0 { z[\$3]++ } \$6 > 0 { r++ } END { for (s in z) { n++; if (z[s] != 1) exit 1 }
+		exit !(n >= 8 && r >= n) }" log &&
 	vcluster_run c1 ping -c 2 -i 0.2 -W 10 -q 10.90.0.3 >/dev/null &&
 	printf "%064d" 0 | vcluster_run c1 nc -u -w 1 10.90.0.3 9999 &&
 	agg-stat --node $parent >after2 &&

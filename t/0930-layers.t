@@ -33,7 +33,7 @@ test_expect_success 'libagg.so needs libbpf, not libpcap' '
 '
 
 test_expect_success 'each layer archive holds only its own folder' '
-	for l in util plan ops hot dp; do
+	for l in util plan ops hot tune dp; do
 		ar t "$AGG_BUILD/libagg-$l.a" | sed "s/\.o$//" | sort >in.$l &&
 		ls "$AGG_SRC/lib/$l/"*.c | sed "s|.*/||; s/\.c$//" | sort >src.$l &&
 		test_cmp src.$l in.$l || return 1

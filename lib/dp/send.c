@@ -13,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "opts.h"
 #include "probe.h"
@@ -29,6 +31,7 @@ void agg_sender_free(struct agg_sender *s)
 		close(s->sock);
 	if (s->sig >= 0)
 		close(s->sig);
+	ring_buffer__free(s->rb);
 	free(s->parent);
 	free(s->local);
 	free(s->root);
@@ -50,6 +53,11 @@ void agg_sender_counters(const struct agg_sender *s, uint64_t iters,
 	out[AGG_SENT_RESENT] = s->resent;
 	out[AGG_SENT_FANOUT] = s->fanned;
 	out[AGG_SENT_SIGNALS] = s->signalled;
+}
+
+static int event_nop(void *ctx, void *data, size_t size)
+{
+	return 0;
 }
 
 int agg_sender_init(struct agg_sender *s, struct agg_node *n)
@@ -101,6 +109,12 @@ int agg_sender_init(struct agg_sender *s, struct agg_node *n)
 	s->sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s->sock < 0 || bind(s->sock, (struct sockaddr *)&sa, sizeof(sa)))
 		goto fail;
+	if (n->fd_events >= 0) {
+		s->rb = ring_buffer__new(n->fd_events, event_nop, NULL, NULL);
+		if (!s->rb)
+			goto fail;
+		ring_buffer__consume(s->rb);	/* what came before us */
+	}
 	/* The frame a local contribution enters our own XDP program with. */
 	eth = (struct ethhdr *)s->frame;
 	ip = (struct iphdr *)(eth + 1);
@@ -258,13 +272,15 @@ static int send_seg(struct agg_sender *s, uint64_t ver, uint32_t seg, unsigned a
  * a segment and comes back only when every worker has sent it, so round
  * trips follow the slowest worker and, under loss, the other workers'
  * resends: their distribution has a long tail whose mean and maximum say
- * little, while its median is the time a segment needs when nothing goes
- * wrong (on a congested link too, where every round trip is long).  So the
- * timeout is twice a running median of the time from a segment's
- * last send to its result, between RTO_MIN and RTO_STALL, RTO_INIT before the
- * first sample (the workers start at different times), and doubled per
- * resend up to RTO_STALL once nothing at all has come back for RTO_IDLE,
- * so that a dead or cut-off peer is not flooded.
+ * little (TCP's mean and deviation grow with every other worker's loss,
+ * and their timeouts with them, until recovery takes seconds), while its
+ * median is the time a segment needs when nothing goes wrong (on a
+ * congested link too, where every round trip is long).  So the timeout is
+ * twice a running median of the time from a segment's last send to its
+ * result, between RTO_MIN and RTO_STALL, RTO_INIT before the first sample
+ * (the workers start at different times), and doubled per resend up to
+ * RTO_STALL once nothing at all has come back for RTO_IDLE, so that a dead
+ * or cut-off peer is not flooded.
  */
 #define RTO_MIN		0.010
 #define RTO_INIT	0.200
@@ -283,13 +299,89 @@ static double rto(const struct agg_sender *s, unsigned attempt, double idle)
 	return t < RTO_STALL ? t : RTO_STALL;
 }
 
-/* A running median: steps of 5% of itself towards each sample. */
+/* A running median: steps of 5% of itself towards each sample.  Since
+ * the last send, resends too: a sample that an earlier send answered is
+ * short, and the median shrugs it off; without resends' samples a
+ * congested link, where every segment is resent before its result is
+ * back, would give none, and the timeout could never grow. */
 static void rtt_sample(struct agg_sender *s, double r)
 {
 	if (!s->rtt_med)
 		s->rtt_med = r > 1e-5 ? r : 1e-5;
 	else
 		s->rtt_med *= r > s->rtt_med ? 1.05 : 1 / 1.05;
+}
+
+/*
+ * The congestion window: segments sent to a parent and in the pipe (see
+ * run_phase), below the slot pool's limit (the plan's window), kept by
+ * the delay of our results, as Swift and TCP Vegas do.  base is the
+ * shortest round trip seen (the path with empty queues; on a virtual
+ * cluster the whole trip may happen inside the send); once a round trip
+ * (a result of a segment sent after the last decision) the standing
+ * delay, the shortest trip of that round or the one before, is compared
+ * with base + CC_TARGET: below it, the window grows (by one per result in
+ * slow start, until the delay reaches half the target; by one a round
+ * after), above it, it shrinks in proportion to the excess, by at most
+ * half.  So the queues on a worker's path hold about CC_TARGET of its
+ * data, whatever the switch's buffer: the incast of every worker at one
+ * root stays in a shallow buffer instead of overflowing it (and then
+ * every worker resends the losses).  A result that waited for another
+ * worker reads as queueing too, and slows a worker that was ahead anyway.
+ */
+#define REO_MIN		0.001	/* reordering tolerated: RACK's window */
+#define CWND_INIT	8
+#define CWND_MIN	2
+#define CC_TARGET	0.003
+static void cc_result(struct agg_sender *s, uint32_t limit, double trip, uint64_t seq)
+{
+	if (trip > 0 && (!s->rtt_base || trip < s->rtt_base))
+		s->rtt_base = trip;
+	if (trip > 0 && (!s->rtt_round || trip < s->rtt_round))
+		s->rtt_round = trip;
+	if (s->slow_start)
+		s->cwnd += 1;
+	if (seq >= s->round_end && s->rtt_round) {
+		/* The shorter of this round's and the last one's: a round
+		 * whose every result was late because this process or a
+		 * peer's was not scheduled (2 cores, a dozen senders)
+		 * reads as queueing; two in a row rarely do. */
+		double standing = s->rtt_prev && s->rtt_prev < s->rtt_round ?
+				  s->rtt_prev : s->rtt_round;
+		double over = standing - s->rtt_base - CC_TARGET;
+
+		if (over <= 0) {
+			if (!s->slow_start)
+				s->cwnd += 1;
+			else if (over > -CC_TARGET / 2 && !s->round_lossy)
+				s->slow_start = false;	/* halfway: doubling
+							 * again would overshoot */
+		} else if (!s->round_lossy) {
+			double cut = 0.8 * over / standing;
+
+			s->slow_start = false;
+			s->cwnd *= 1 - (cut < 0.5 ? cut : 0.5);
+		}
+		s->round_end = s->seq;
+		s->rtt_prev = s->rtt_round;
+		s->rtt_round = 0;
+		s->round_lossy = false;
+	}
+	if (s->cwnd > limit)
+		s->cwnd = limit;
+	if (s->cwnd < CWND_MIN)
+		s->cwnd = CWND_MIN;
+}
+
+/* A timeout marks the round lossy, whose delay decides nothing: a
+ * segment lost to noise delays every worker's result by a timeout, ours
+ * too, so on a lossy link most rounds read as queueing, and cutting there
+ * (or ending slow start on a loss, as TCP does) would leave it at a few
+ * segments a round trip; queues that fill show in the delay of the clean
+ * rounds before they overflow. */
+static void cc_timeout(struct agg_sender *s)
+{
+	s->round_lossy = true;
 }
 
 /*
@@ -315,10 +407,48 @@ static void nap(struct agg_sender *s, double idle)
 	usleep((useconds_t)(t * 1e6));
 }
 
+/*
+ * Wait until deadline (agg_now()'s clock), or until a result is stored
+ * on the node (the "events" ring) or the fetch signal comes, whichever is
+ * first; then empty both.  Without the ring, nap.  At most WAIT_MAX at a
+ * time, so the caller looks again even if a wake-up was missed.
+ */
+#define WAIT_MAX	0.05
+static void wait_until(struct agg_sender *s, double deadline, double idle)
+{
+	struct pollfd pfd[2];
+	struct timespec ts;
+	double t = deadline - agg_now();
+	char buf[64];
+	nfds_t np = 0;
+
+	if (!s->rb) {
+		nap(s, idle);
+		return;
+	}
+	t = t < 0 ? 0 : t > WAIT_MAX ? WAIT_MAX : t;
+	ts.tv_sec = (time_t)t;
+	ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+	pfd[np++] = (struct pollfd){ .fd = ring_buffer__epoll_fd(s->rb), .events = POLLIN };
+	if (s->sig >= 0)
+		pfd[np++] = (struct pollfd){ .fd = s->sig, .events = POLLIN };
+	if (ppoll(pfd, np, &ts, NULL) <= 0)
+		return;
+	ring_buffer__consume(s->rb);
+	if (s->sig >= 0)
+		while (recv(s->sig, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+			;
+}
+
 struct lane {			/* one slot of the window */
-	uint32_t seg;		/* the segment in flight, or UINT32_MAX */
+	uint32_t seg;		/* its segment, or UINT32_MAX when all are done */
+	bool waiting;		/* seg not sent yet: for the congestion window */
+	bool pipe;		/* in the congestion window's count (RFC 6675's
+			 * pipe): sent to a parent, not overtaken, no
+			 * result, not timed out */
 	unsigned attempt;
-	double sent;
+	uint64_t seq;		/* our send number of its last send */
+	double sent;		/* when */
 };
 
 static void timeout_why(struct agg_sender *s, const struct agg_send_call *c, uint32_t lo,
@@ -336,49 +466,66 @@ static void timeout_why(struct agg_sender *s, const struct agg_send_call *c, uin
 
 /*
  * Send wire segments [lo, hi) through a window of lanes: lane j carries
- * segments lo + j, lo + j + window, ..., and sends the next one as soon as
+ * segments lo + j, lo + j + window, ..., and may send the next one once
  * the result of the one before is on this node (the result acknowledges
- * it), so a node never holds more than the window of ours.  fill(s, c, seg)
- * puts a segment's values into the frame.
+ * it), so a node never holds more than the window of ours (the slot pool
+ * holds two windows, so a slot is reused only when every worker has its
+ * last result); and only while fewer than the congestion window of first
+ * sends wait for their results.  A lane stuck on a lost segment holds up
+ * only its own next one.  fill(s, c, seg) puts a segment's values into
+ * the frame.
  */
 static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo, uint32_t hi,
 		     uint8_t op, void (*fill)(struct agg_sender *, const struct agg_send_call *,
 					      uint32_t),
 		     char *why, size_t whylen)
 {
+	const struct agg_plan *p = &s->n->plan;
 	uint32_t window = s->n->l.window, nl = hi - lo < window ? hi - lo : window, busy = nl;
+	uint32_t inflight = 0;	/* lanes in the pipe */
 	struct lane *lane = calloc(nl ? nl : 1, sizeof(*lane));
+	double *rack = calloc(p->ntrees ? p->ntrees : 1, sizeof(*rack));
 	double last = agg_now(), t, budget = agg_probe_budget(c->timeout);
 	char probed[600] = "";
 	int err = 0;
 
-	if (!lane) {
+	if (!lane || !rack) {
+		free(lane);
+		free(rack);
 		snprintf(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
-	frame_hdr(s)->op = op;
-	for (uint32_t j = 0; j < nl && !err; j++) {
-		fill(s, c, lo + j);
-		err = send_seg(s, c->ver, lo + j, 0);
-		lane[j] = (struct lane){ lo + j, 0, agg_now() };
+	if (!s->cwnd) {
+		s->cwnd = CWND_INIT < window ? CWND_INIT : window;
+		s->slow_start = true;
 	}
+	for (uint32_t j = 0; j < nl; j++)
+		lane[j] = (struct lane){ .seg = lo + j, .waiting = true };
+	frame_hdr(s)->op = op;
 	while (busy && !err) {
 		bool moved = false;
+		unsigned tree;
+		double next, reo = s->rtt_base / 4 > REO_MIN ? s->rtt_base / 4 : REO_MIN;
 
 		t = agg_now();
+		next = last + c->timeout - (probed[0] ? 0 : budget);
 		for (uint32_t j = 0; j < nl && !err; j++) {
 			struct lane *l = &lane[j];
+			bool root;
+			double due;
 
 			if (l->seg == UINT32_MAX)
 				continue;
-			if (!agg_node_missing(s->n, l->seg, l->seg + 1, c->ver)) {
-				/* Since the last send, resends too: a sample
-				 * that an earlier send answered is short, and
-				 * the median shrugs it off; without resends'
-				 * samples a congested link, where every segment
-				 * is resent before its result is back, would
-				 * give none, and the timeout could never grow. */
+			tree = agg_plan_seg_tree(p, l->seg);
+			root = s->root[tree];
+			if (!l->waiting && !agg_node_missing(s->n, l->seg, l->seg + 1, c->ver)) {
 				rtt_sample(s, t - l->sent);
+				if (!s->local[tree])
+					cc_result(s, window, l->attempt ? 0 : t - l->sent, l->seq);
+				if (!l->attempt && l->sent > rack[tree])
+					rack[tree] = l->sent;
+				if (l->pipe)
+					inflight--;
 				moved = true;
 				last = t;
 				probed[0] = '\0';	/* moving again: ask anew next time */
@@ -387,19 +534,84 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 					busy--;
 					continue;
 				}
-				l->seg += window;
-				l->attempt = 0;
-			} else if (t - l->sent > rto(s, l->attempt, t - last) &&
-				   !s->root[agg_plan_seg_tree(&s->n->plan, l->seg)]) {
-				/* (A root's own contribution went into its
-				 * own program: it cannot be lost.) */
+				*l = (struct lane){ .seg = l->seg + window, .waiting = true };
+				tree = agg_plan_seg_tree(p, l->seg);
+				root = s->root[tree];
+			}
+			/* Overtaken (RACK, RFC 8985): a segment we sent later on
+			 * its tree has its result, so this one is lost or waits
+			 * for another worker, in no queue of ours either way:
+			 * out of the pipe, or under loss a window of segments
+			 * waiting for other workers' resends would hold up every
+			 * new one until its timeout.  (On one path, queues are
+			 * FIFO: congestion never reorders.) */
+			if (l->pipe && l->sent + reo < rack[tree]) {
+				l->pipe = false;
+				inflight--;
+			}
+			if (l->waiting) {
+				continue;	/* below, in order */
+			} else if (root) {
+				continue;	/* our own went into our own program:
+						 * it cannot be lost */
+			} else if (t >= l->sent + rto(s, l->attempt, t - last)) {
+				cc_timeout(s);
+				/* Lost: out of the congestion window's count
+				 * (RFC 6675's pipe), or a lossy link would
+				 * fill it with segments waiting for resends. */
+				if (l->pipe)
+					inflight--;
+				l->pipe = false;
 				l->attempt++;
 			} else {
+				due = l->sent + rto(s, l->attempt, t - last);
+				if (due < next)
+					next = due;
 				continue;
 			}
 			fill(s, c, l->seg);
-			err = send_seg(s, c->ver, l->seg, l->attempt);
+			/* When it leaves: on one machine the whole round trip
+			 * may happen inside the send. */
 			l->sent = agg_now();
+			l->seq = s->seq++;
+			err = send_seg(s, c->ver, l->seg, l->attempt);
+			due = l->sent + rto(s, l->attempt, t - last);
+			if (!root && due < next)
+				next = due;
+		}
+		/* New segments, each once its lane's one before has its result,
+		 * lowest segment first: results complete on every worker at
+		 * once, so every worker then sends the same segments in the
+		 * same order, and a segment one worker sends waits for no
+		 * other worker's turn (taking lanes in their own order, the
+		 * workers drifted apart under loss, and each resent segments
+		 * the others had not sent yet).  Those for a parent while the
+		 * congestion window has room; our own contributions to trees
+		 * we aggregate in (BPF_PROG_RUN) whenever their lane is free:
+		 * they cross no link, and our children wait for them. */
+		for (bool full = false; !err;) {
+			struct lane *l = NULL;
+
+			full = full || inflight >= (uint32_t)s->cwnd;
+			for (uint32_t j = 0; j < nl; j++)
+				if (lane[j].waiting && lane[j].seg != UINT32_MAX &&
+				    (!l || lane[j].seg < l->seg) &&
+				    (!full || s->local[agg_plan_seg_tree(p, lane[j].seg)]))
+					l = &lane[j];
+			if (!l)
+				break;
+			tree = agg_plan_seg_tree(p, l->seg);
+			fill(s, c, l->seg);
+			l->waiting = false;
+			l->sent = agg_now();
+			l->seq = s->seq++;
+			err = send_seg(s, c->ver, l->seg, 0);
+			if (!s->local[tree]) {
+				l->pipe = true;
+				inflight++;
+			}
+			if (!s->root[tree] && l->sent + rto(s, 0, 0) < next)
+				next = l->sent + rto(s, 0, 0);
 		}
 		if (err || !busy)
 			break;
@@ -411,13 +623,15 @@ static int run_phase(struct agg_sender *s, struct agg_send_call *c, uint32_t lo,
 		}
 		if (agg_now() - last > c->timeout) {
 			free(lane);
+			free(rack);
 			timeout_why(s, c, lo, hi, probed[0] == ' ' ? "" : probed, why, whylen);
 			return -ETIMEDOUT;
 		}
-		if (!moved)
-			nap(s, agg_now() - last);
+		if (!moved || s->rb)
+			wait_until(s, next, agg_now() - last);
 	}
 	free(lane);
+	free(rack);
 	if (err)
 		snprintf(why, whylen, "cannot send: %s", strerror(-err));
 	return err;

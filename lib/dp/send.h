@@ -32,7 +32,15 @@ struct agg_sender {
 					 * behind its metadata (struct agg_tcmeta) */
 	size_t frame_len;
 	int32_t *exps;			/* per data segment */
+	struct ring_buffer *rb;		/* the node's "events", or NULL: poll */
 	double rtt_med;			/* median round trip, s */
+	double cwnd;			/* congestion window, segments */
+	bool slow_start;
+	bool round_lossy;		/* this round timed out */
+	double rtt_base, rtt_round;	/* shortest round trip: ever, this round */
+	double rtt_prev;		/* the round before's */
+	uint64_t round_end;		/* the round ends with a result of this send */
+	uint64_t seq;			/* sends so far (resends too) */
 	/* what the calls did, added up */
 	uint64_t sent_local, sent_remote, resent;
 	uint64_t fanned;		/* results a worker root sent its children */

@@ -3,29 +3,12 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hosts.h"
 #include "opts.h"
 #include "text.h"
-
-void agg_diag_set(struct agg_diag *d, const char *file, int line, int col,
-		  const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (!d)
-		return;
-	n = snprintf(d->msg, sizeof(d->msg), "%s:%d:%d: ", file, line, col);
-	if (n < 0 || n >= (int)sizeof(d->msg))
-		n = 0;
-	va_start(ap, fmt);
-	vsnprintf(d->msg + n, sizeof(d->msg) - n, fmt, ap);
-	va_end(ap);
-}
 
 bool agg_name_valid(const char *s)
 {

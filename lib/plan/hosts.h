@@ -7,15 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "text.h"	/* struct agg_diag */
+
 #define AGG_NAME_MAX 32		/* node, rack, pod and device names */
-
-/* Where a parse went wrong: "FILE:LINE:COL: message". */
-struct agg_diag {
-	char msg[512];
-};
-
-void agg_diag_set(struct agg_diag *d, const char *file, int line, int col,
-		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 enum agg_role {
 	AGG_ROLE_WORKER = 0,

@@ -1,9 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "text.h"
+
+void agg_diag_set(struct agg_diag *d, const char *file, int line, int col,
+		  const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!d)
+		return;
+	n = snprintf(d->msg, sizeof(d->msg), "%s:%d:%d: ", file, line, col);
+	if (n < 0 || n >= (int)sizeof(d->msg))
+		n = 0;
+	va_start(ap, fmt);
+	vsnprintf(d->msg + n, sizeof(d->msg) - n, fmt, ap);
+	va_end(ap);
+}
 
 int agg_grow(void **p, size_t need, size_t sz)
 {

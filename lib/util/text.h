@@ -5,6 +5,14 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* Where a parse went wrong: "FILE:LINE:COL: message". */
+struct agg_diag {
+	char msg[512];
+};
+
+void agg_diag_set(struct agg_diag *d, const char *file, int line, int col,
+		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /*
  * Line-oriented text input shared by the hosts and plan parsers: '#' starts
  * a comment (at the start of a word), words are split on blanks, and each
