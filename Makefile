@@ -162,7 +162,7 @@ build/%.o: cmd/%.c $(BPF_SKEL) | build
 
 # Each tool with its layers and their system libraries only.
 TOOL_LIBS_plan := $(call LAYER_LIBS,plan util) $(LIBS_BASE)
-TOOL_LIBS_hot  := $(call LAYER_LIBS,hot plan util) $(LIBS_BASE)
+TOOL_LIBS_hot  := $(call LAYER_LIBS,hot ops plan util) $(LIBS_BASE)
 TOOL_LIBS_dp   := $(DP_LIBS) $(LIBS_DP)
 TOOL_LIBS_check := $(DP_LIBS) -lpcap $(LIBS_DP)
 TOOL_LIBS_agg-plan  = $(TOOL_LIBS_plan)
@@ -217,7 +217,7 @@ fuzz: $(FUZZ_SRC:t/fuzz/%.c=build/fuzz/%)
 		    build/fuzz/corpus-$${f##*/} t/fuzz/seeds || exit 1; done
 
 # The parsers' layers only, without libbpf or libpcap.
-FUZZ_LIB_SRC := $(sort $(wildcard lib/util/*.c lib/plan/*.c lib/hot/*.c))
+FUZZ_LIB_SRC := $(sort $(wildcard lib/util/*.c lib/plan/*.c lib/ops/*.c lib/hot/*.c))
 build/fuzz/%: t/fuzz/%.c $(FUZZ_LIB_SRC) | build/fuzz
 	$(call msg,FUZZ-CC,$@)
 	$(Q)$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined \

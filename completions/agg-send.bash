@@ -37,7 +37,7 @@ _agg_send()
 	$split && return
 
 	if [[ $cur == -* ]]; then
-		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --cc --job --node --pin-dir
+		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --cc --sparse --job --node --pin-dir
 			--json --pretty --quiet --verbose --help --usage --version' -- "$cur")
 		return
 	fi
