@@ -71,7 +71,8 @@ endif
 LAYERS     := util plan ops hot tune dp
 LAYER_LIBS  = $(foreach l,$(1),build/libagg-$(l).a)
 LIB_SRC    := $(sort $(foreach l,$(LAYERS),$(wildcard lib/$(l)/*.c)))
-LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o) build/lib/api/libagg.o
+API_OBJ    := build/lib/api/libagg.o build/lib/api/tuning.o
+LIB_OBJ    := $(LIB_SRC:lib/%.c=build/lib/%.o) $(API_OBJ)
 CMD_SRC    := $(sort $(wildcard cmd/agg-*.c))
 TOOLS      := $(CMD_SRC:cmd/%.c=build/%)
 BPF_SRC    := $(sort $(wildcard bpf/*.bpf.c))
@@ -126,11 +127,11 @@ $(foreach l,$(LAYERS),$(eval $(call LAYER_RULE,$(l))))
 # linker takes as needed; only agg/agg.h's symbols are exported, versioned
 # (lib/api/libagg.map).
 DP_LIBS    := $(call LAYER_LIBS,dp tune ops plan util)
-$(SO_LIB): build/lib/api/libagg.o $(DP_LIBS) lib/api/libagg.map
+$(SO_LIB): $(API_OBJ) $(DP_LIBS) lib/api/libagg.map
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
 		-Wl,--version-script=lib/api/libagg.map -Wl,--no-undefined -Wl,--as-needed \
-		-o $@ build/lib/api/libagg.o $(DP_LIBS) $(LIBS_DP)
+		-o $@ $(API_OBJ) $(DP_LIBS) $(LIBS_DP)
 
 build/$(SONAME): $(SO_LIB)
 	$(Q)ln -sf $(notdir $<) $@
@@ -161,7 +162,7 @@ build/%.o: cmd/%.c $(BPF_SKEL) | build
 
 # Each tool with its layers and their system libraries only.
 TOOL_LIBS_plan := $(call LAYER_LIBS,plan util) $(LIBS_BASE)
-TOOL_LIBS_hot  := $(call LAYER_LIBS,hot plan util) $(LIBS_BASE)
+TOOL_LIBS_hot  := $(call LAYER_LIBS,hot ops plan util) $(LIBS_BASE)
 TOOL_LIBS_dp   := $(DP_LIBS) $(LIBS_DP)
 TOOL_LIBS_check := $(DP_LIBS) -lpcap $(LIBS_DP)
 TOOL_LIBS_agg-plan  = $(TOOL_LIBS_plan)
@@ -216,7 +217,7 @@ fuzz: $(FUZZ_SRC:t/fuzz/%.c=build/fuzz/%)
 		    build/fuzz/corpus-$${f##*/} t/fuzz/seeds || exit 1; done
 
 # The parsers' layers only, without libbpf or libpcap.
-FUZZ_LIB_SRC := $(sort $(wildcard lib/util/*.c lib/plan/*.c lib/hot/*.c))
+FUZZ_LIB_SRC := $(sort $(wildcard lib/util/*.c lib/plan/*.c lib/ops/*.c lib/hot/*.c))
 build/fuzz/%: t/fuzz/%.c $(FUZZ_LIB_SRC) | build/fuzz
 	$(call msg,FUZZ-CC,$@)
 	$(Q)$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined \

@@ -188,6 +188,15 @@ struct {
 	__type(value, __u64);
 } sent SEC(".maps");
 
+/* The last agg-send's congestion state (struct agg_cc_state); only user
+ * space touches it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct agg_cc_state);
+} cc SEC(".maps");
+
 static __always_inline void count(__u32 what)
 {
 	__u64 *c = bpf_map_lookup_elem(&stats, &what);
@@ -849,6 +858,31 @@ static __always_inline int probe(struct xdp_md *ctx, struct agg_hdr *h,
 }
 
 /* xdp.frags: multi-buffer frames, so jumbo segments attach on veth. */
+/*
+ * A sparse packet of a member, checked like any agg packet up to here: the
+ * sparse root's user-space aggregator takes it (XDP_PASS to its socket on
+ * the plan's port), if this node is that root (of tree 0) and the run is
+ * not over here.
+ */
+static __always_inline int sparse(struct agg_hdr *h)
+{
+	__u32 zero = 0;
+	struct agg_tree_info *t0 = bpf_map_lookup_elem(&trees, &zero);
+	int why;
+
+	if (h->op != AGG_OP_SUM || h->tree != 0 || h->type == AGG_T_SPARSE_RESULT)
+		return drop(AGG_S_DROP_MALFORMED);
+	if (!t0 || t0->parent >= 0 || !t0->nkids)	/* not tree 0's root */
+		return drop(AGG_S_DROP_ROUTE);
+	if (h->attempt)
+		count(AGG_S_RETX);
+	why = admit(agg_ver(h->run, h->iter));
+	if (why)
+		return drop(why);
+	count(AGG_S_SPARSE);
+	return XDP_PASS;
+}
+
 SEC("xdp.frags")
 int agg_xdp(struct xdp_md *ctx)
 {
@@ -885,6 +919,15 @@ int agg_xdp(struct xdp_md *ctx)
 	if (h->magic == AGG_MAGIC && h->flags)
 		return drop(AGG_S_DROP_FLAGS);
 	vals = h->type == AGG_T_PROBE ? sizeof(struct agg_probe) : cfg_segment * 4;
+	if (agg_is_sparse(h->type)) {
+		struct agg_sparse_hdr *sh = (void *)(h + 1);
+
+		if ((void *)(sh + 1) > end)
+			return drop(AGG_S_DROP_MALFORMED);
+		vals = agg_sparse_len(h->type, sh);
+		if (!vals)
+			return drop(AGG_S_DROP_MALFORMED);
+	}
 	if (h->magic != AGG_MAGIC || h->op >= AGG_OP_COUNT || h->iter == 0xffffffff ||
 	    bpf_ntohs(udp->len) != sizeof(*udp) + sizeof(*h) + vals ||
 	    bpf_ntohs(ip->tot_len) != sizeof(*ip) + sizeof(*udp) + sizeof(*h) + vals ||
@@ -903,6 +946,8 @@ int agg_xdp(struct xdp_md *ctx)
 	if (!ni || *(__u32 *)ni->mac != *(__u32 *)eth->h_source ||
 	    *(__u16 *)&ni->mac[4] != *(__u16 *)&eth->h_source[4])
 		return drop(AGG_S_DROP_MAC);
+	if (agg_is_sparse(h->type))
+		return sparse(h);
 	if (h->seg >= cfg_nsegs)
 		return drop(AGG_S_DROP_SEG);
 	if (h->seg < cfg_nexp && h->op != AGG_OP_MAX)

@@ -31,7 +31,58 @@ enum {
 				 * nothing; asks for a finished segment again */
 	AGG_T_PROBE = 4,	/* any member -> a node: its slot state for (iter,
 				 * seg), answered in place (struct agg_probe) */
+	/* The sparse cold path (ZEBRA): workers' (id, values) pairs summed
+	 * in user space on the sparse root, the root of tree 0.  Every one
+	 * carries struct agg_sparse_hdr after the header; seg numbers the
+	 * sender's packets of (run, iter) from 0; tree 0, op sum. */
+	AGG_T_SPARSE = 5,	/* worker -> sparse root: pairs */
+	AGG_T_SPARSE_END = 6,	/* worker -> sparse root: no more pairs; seg ==
+				 * npkts, the number of AGG_T_SPARSE sent */
+	AGG_T_SPARSE_ACK = 7,	/* packet seg arrived: root -> a worker's
+				 * sender, or a worker's receiver -> root */
+	AGG_T_SPARSE_RESULT = 8, /* sparse root -> worker: summed pairs */
 };
+
+/*
+ * Ports of the sparse path, from the plan's port P: SPARSE, END and a
+ * receiver's ACK go to the root's P (its XDP program checks them as any
+ * agg packet and passes them to the aggregator's socket there); the
+ * root's ACK goes to the sender's port, P + 2; RESULT to the receiver's,
+ * P + 3.  (P + 1 is agg-recv's fetch signal.)
+ */
+#define AGG_SPARSE_PORT_SEND	2
+#define AGG_SPARSE_PORT_RECV	3
+
+/* After struct agg_hdr in every sparse packet; then npairs pairs, each a
+ * __u64 id and width float32 (IEEE 754 bits), little-endian. */
+struct agg_sparse_hdr {
+	__u32 npkts;		/* SPARSE, END: the sender's SPARSE packets in the
+				 * iteration; RESULT: the result's packets; ACK:
+				 * the packets of the acknowledged stream its
+				 * sender holds when that is all of them (the END
+				 * included), else 0 */
+	__u16 width;		/* values per pair, 1 .. AGG_WIRE_MAX_WIDTH */
+	__u16 npairs;		/* 0 in END and ACK */
+} __attribute__((packed));
+
+#define AGG_WIRE_MAX_WIDTH	256
+
+static inline int agg_is_sparse(__u8 type)
+{
+	return type >= AGG_T_SPARSE && type <= AGG_T_SPARSE_RESULT;
+}
+
+/* Bytes after struct agg_hdr of a sparse packet, or 0 when the width or
+ * the count is out of bounds for its type. */
+static inline __u32 agg_sparse_len(__u8 type, const struct agg_sparse_hdr *sh)
+{
+	__u32 w = sh->width, np = sh->npairs;
+
+	if (w < 1 || w > AGG_WIRE_MAX_WIDTH ||
+	    (np && type != AGG_T_SPARSE && type != AGG_T_SPARSE_RESULT))
+		return 0;
+	return sizeof(*sh) + np * (8 + 4 * w);
+}
 
 /* hdr.op */
 enum {
@@ -277,6 +328,8 @@ enum agg_stat {
 	AGG_S_ERROR,		/* outcome: an internal error (XDP_ABORTED) */
 	AGG_S_RETX,		/* received packets with attempt > 0 */
 	AGG_S_TX_FAIL,		/* a redirect or clone failed */
+	AGG_S_SPARSE,		/* outcome: a sparse packet for the sparse root,
+				 * passed to its aggregator's socket */
 	AGG_S_COUNT,
 };
 
@@ -286,7 +339,7 @@ enum agg_stat {
 	"drop_dup", "drop_stale", "drop_busy", "drop_malformed", "drop_job", \
 	"drop_token", "drop_member", "drop_route", "drop_seg", "drop_mac", \
 	"drop_flags", "drop_run", "drop_ahead", "error", \
-	"retx", "tx_fail", }
+	"retx", "tx_fail", "sparse", }
 
 /* "sent" map (array of __u64): what agg-send did on this node, added by
  * agg-send itself after each iteration (the programs never touch it). */
@@ -302,6 +355,16 @@ enum agg_sent {
 
 #define AGG_SENT_NAMES { "iterations", "sent", "sent_local", "resent", \
 	"sent_fanout", "sent_signals", }
+
+/* "cc" map (one entry): the sender's congestion state when the last
+ * agg-send on this node ended, for the next one to start from (as Linux
+ * keeps a route's TCP metrics); only user space writes it. */
+struct agg_cc_state {
+	__u64 at_ns;		/* CLOCK_MONOTONIC when written; 0: never */
+	__u64 cwnd_milli;	/* congestion window, 1/1000 segments */
+	__u64 rtt_med_ns;	/* median round trip */
+	__u64 rtt_base_ns;	/* shortest round trip */
+};
 
 /*
  * After those, one section per stream of agg-send (--streams): stream k's

@@ -22,6 +22,7 @@
 /* Set by the loader; the verifier sees constants. */
 const volatile __u32 cfg_ppm;		/* drops per million agg packets */
 const volatile __u16 cfg_port;		/* the plan's UDP port, host order */
+const volatile __u32 cfg_nports = 1;	/* ports cfg_port .. cfg_port + cfg_nports - 1 */
 const volatile __u8 cfg_type;		/* AGG_T_* to drop, 0: every type */
 const volatile __u8 cfg_dir;		/* LOSS_IN or LOSS_OUT: the hook */
 
@@ -75,7 +76,7 @@ int agg_loss(struct __sk_buff *skb)
 	    ip.version != 4 || ip.ihl != 5 || ip.protocol != IPPROTO_UDP ||
 	    (ip.frag_off & bpf_htons(0x3fff)) ||
 	    bpf_skb_load_bytes(skb, IP_OFF + sizeof(ip), &udp, sizeof(udp)) ||
-	    udp.dest != bpf_htons(cfg_port) ||
+	    (__u16)(bpf_ntohs(udp.dest) - cfg_port) >= cfg_nports ||
 	    bpf_skb_load_bytes(skb, HDR_OFF, &h, sizeof(h)) ||
 	    h.magic != AGG_MAGIC || (cfg_type && h.type != cfg_type))
 		return TC_ACT_UNSPEC;	/* not ours to drop: tcx goes on */

@@ -22,7 +22,8 @@ static const char *const cmd_name[NCMD] = { "identification", "pack", "compare",
 enum {
 	OPT_BINARY = 0x100, OPT_SAMPLE, OPT_ONLINE, OPT_TAU, OPT_SKETCH,
 	OPT_COVERAGE, OPT_BUDGET, OPT_STRIPES, OPT_SEED, OPT_PAIRS, OPT_IDS,
-	OPT_ITERS, OPT_BATCH, OPT_PER_EXAMPLE, OPT_ZIPF, OPT_DRIFT, OPT_WINDOW, OPT_END,
+	OPT_ITERS, OPT_BATCH, OPT_PER_EXAMPLE, OPT_ZIPF, OPT_DRIFT, OPT_WINDOW,
+	OPT_SPARSE, OPT_WIDTH, OPT_TOUCH, OPT_WORKER, OPT_ITER, OPT_END,
 };
 
 /* Which options each command takes (bit OPT_x - OPT_BINARY). */
@@ -34,8 +35,13 @@ static const unsigned cmd_opts[NCMD] = {
 	[CMD_PACK] = O(OPT_BINARY) | O(OPT_PAIRS) | O(OPT_SEED),
 	[CMD_COMPARE] = 0,
 	[CMD_GEN] = O(OPT_BINARY) | O(OPT_IDS) | O(OPT_ITERS) | O(OPT_BATCH) |
-		    O(OPT_PER_EXAMPLE) | O(OPT_ZIPF) | O(OPT_DRIFT) | O(OPT_SEED),
+		    O(OPT_PER_EXAMPLE) | O(OPT_ZIPF) | O(OPT_DRIFT) | O(OPT_SEED) |
+		    O(OPT_SPARSE) | O(OPT_WIDTH) | O(OPT_TOUCH) | O(OPT_WORKER) | O(OPT_ITER),
 };
+
+/* gen: the options of a log, and those of a sparse gradient (--sparse). */
+#define GEN_LOG_OPTS	(O(OPT_ITERS) | O(OPT_BATCH) | O(OPT_PER_EXAMPLE))
+#define GEN_SPARSE_OPTS	(O(OPT_WIDTH) | O(OPT_TOUCH) | O(OPT_WORKER) | O(OPT_ITER))
 
 static struct {
 	enum cmd cmd;
@@ -46,10 +52,11 @@ static struct {
 	struct agg_hot_opts hot;
 	struct agg_hot_gen_opts gen;
 	size_t pairs;
+	bool sparse;
 } env = {
 	.hot = { .coverage = 0.5, .budget = 1 << 20, .stripes = 128, .seed = 1, .tau = 0.1 },
 	.gen = { .ids = 1000000, .iters = 100, .batch = 1000, .per_example = 10,
-		 .zipf = 1.1, .seed = 1 },
+		 .zipf = 1.1, .seed = 1, .width = 16, .touch = 0.015 },
 	.pairs = 64,
 };
 
@@ -64,6 +71,7 @@ static const char doc[] =
 "  agg-hot pack [OPTION...] TABLE [BATCH]  pack one worker's batch (Alg. 1)\n"
 "  agg-hot compare A B                    precision and Kendall tau of tables\n"
 "  agg-hot gen [OPTION...]                a synthetic Zipf update log\n"
+"  agg-hot gen --sparse [OPTION...]       one worker's sparse gradient\n"
 "\n"
 "A log is text, 'ITER ID ID ...' or one ID per line, or with --binary\n"
 "little-endian u64 ids with 0xffffffffffffffff after each iteration; LOG or\n"
@@ -72,6 +80,8 @@ static const char doc[] =
 "\n"
 "EXAMPLES:\n"
 "  agg-hot gen --ids 1M --iters 100 --batch 8192 --per-example 26 > log.txt\n"
+"  for w in 0 1 2 3; do agg-hot gen --sparse --binary --worker $w --iter 3 \\\n"
+"      > grad.3.$w; done                  # agg-sparse(5) files for agg-send\n"
 "  agg-hot --coverage 0.8 --budget 1Mi --stripes 128 log.txt > hot.txt\n"
 "  agg-hot --sample 0.08 --coverage 0.8 log.txt | agg-hot compare hot.txt -\n"
 "  agg-hot --online 5 log.txt        # a new table when the hot set moves\n"
@@ -108,6 +118,13 @@ static const struct argp_option options[] = {
 	{ "zipf", OPT_ZIPF, "S", 0, "Zipf exponent (default 1.1)", 3 },
 	{ "drift", OPT_DRIFT, "R", 0,
 	  "Ranks the popularity order moves per iteration (default 0)", 3 },
+	{ "sparse", OPT_SPARSE, NULL, 0,
+	  "Write one worker's sparse gradient (agg-sparse(5)) instead of a log", 3 },
+	{ "width", OPT_WIDTH, "D", 0, "--sparse: values per row (default 16)", 3 },
+	{ "touch", OPT_TOUCH, "F", 0,
+	  "--sparse: share of the rows a worker touches (default 0.015)", 3 },
+	{ "worker", OPT_WORKER, "K", 0, "--sparse: the worker (default 0)", 3 },
+	{ "iter", OPT_ITER, "I", 0, "--sparse: the iteration (default 0)", 3 },
 	{ NULL, 0, NULL, 0, "Any command:", 4 },
 	{ "binary", OPT_BINARY, NULL, 0, "Logs are little-endian u64 ids", 4 },
 	{ "seed", OPT_SEED, "N", 0,
@@ -170,6 +187,11 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_PER_EXAMPLE: env.gen.per_example = size_arg(state, arg, 1, 1 << 20); break;
 	case OPT_ZIPF: env.gen.zipf = dbl_arg(state, arg, 0, false, 100); break;
 	case OPT_DRIFT: env.gen.drift = size_arg(state, arg, 0, UINT64_MAX); break;
+	case OPT_SPARSE: env.sparse = true; break;
+	case OPT_WIDTH: env.gen.width = size_arg(state, arg, 1, AGG_SPARSE_MAX_WIDTH); break;
+	case OPT_TOUCH: env.gen.touch = dbl_arg(state, arg, 0, false, 1); break;
+	case OPT_WORKER: env.gen.worker = size_arg(state, arg, 0, UINT32_MAX); break;
+	case OPT_ITER: env.gen.iter = size_arg(state, arg, 0, UINT32_MAX); break;
 	case ARGP_KEY_ARG:
 		if (state->arg_num == 0) {
 			for (int c = CMD_PACK; c < NCMD; c++)
@@ -195,6 +217,12 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			if (stray & 1)
 				argp_error(state, "--%s does not apply to %s", env.given_name[i],
 					   cmd_name[env.cmd]);
+		if (env.cmd == CMD_GEN && (env.given & (env.sparse ? GEN_LOG_OPTS : GEN_SPARSE_OPTS)))
+			for (int i = 0; i < OPT_END - OPT_BINARY; i++)
+				if (env.given & O(OPT_BINARY + i) &
+				    (env.sparse ? GEN_LOG_OPTS : GEN_SPARSE_OPTS))
+					argp_error(state, env.sparse ? "--%s does not apply to gen --sparse" :
+						   "--%s needs gen --sparse", env.given_name[i]);
 		if (env.cmd == CMD_COMPARE && !strcmp(env.arg[0], "-") && !strcmp(env.arg[1], "-"))
 			argp_error(state, "only one of A and B can be standard input");
 		if ((env.given & (O(OPT_TAU) | O(OPT_WINDOW))) && !env.hot.online)
@@ -486,14 +514,39 @@ out:
 
 /* ---- gen ---------------------------------------------------------------------------------- */
 
+static int run_gen_sparse(void)
+{
+	struct agg_sparse g;
+	int err = agg_hot_gen_sparse(&env.gen, &g);
+
+	if (err == -ERANGE) {
+		agg_err("--touch %g of %" PRIu64 " rows is out of reach of Zipf %g (1000 draws a "
+			"row): touch fewer rows or lower --zipf", env.gen.touch, env.gen.ids,
+			env.gen.zipf);
+		return AGG_EXIT_USAGE;
+	}
+	if (err) {
+		agg_err("cannot generate: %s", strerror(-err));
+		return err == -EINVAL ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM;
+	}
+	agg_info("worker %u iteration %" PRIu64 ": %" PRIu64 " rows of %u values", env.gen.worker,
+		 env.gen.iter, g.n, g.width);
+	err = agg_sparse_write(&g, stdout, !env.gen.binary);
+	agg_sparse_free(&g);
+	return err ? AGG_EXIT_SYSTEM : 0;	/* agg_opts_exit names a write error */
+}
+
 static int run_gen(void)
 {
 	int err;
 
 	if (env.gen.binary && isatty(STDOUT_FILENO)) {
-		agg_err("not writing a binary log to a terminal (redirect it)");
+		agg_err("not writing a binary %s to a terminal (redirect it)",
+			env.sparse ? "gradient" : "log");
 		return AGG_EXIT_USAGE;
 	}
+	if (env.sparse)
+		return run_gen_sparse();
 	err = agg_hot_gen(stdout, &env.gen);
 	if (err == -EIO)
 		return AGG_EXIT_SYSTEM;		/* agg_opts_exit names the error */

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cold.h"
 #include "dp.h"
 #include "grad.h"
 #include "json.h"
@@ -27,9 +28,10 @@ static struct {
 	uint64_t ver;		/* agg_ver(run, iter) */
 	double timeout;
 	bool in_place;
+	bool sparse, text;
 } env = { .timeout = 30 };
 
-enum { OPT_ITER = 0x100, OPT_RUN, OPT_TIMEOUT, OPT_IN_PLACE };
+enum { OPT_ITER = 0x100, OPT_RUN, OPT_TIMEOUT, OPT_IN_PLACE, OPT_SPARSE, OPT_TEXT };
 
 static const char doc[] =
 "Wait for iteration N's aggregated gradient on this node and write it to\n"
@@ -41,6 +43,7 @@ static const char doc[] =
 "EXAMPLES:\n"
 "  agg-recv --iter 3 > sum.bin\n"
 "  agg-recv --node w2 --iter 3 --timeout 5 sum.bin\n"
+"  agg-recv --sparse --iter 3 rows.sum     # on the root: sums; on a worker: receives\n"
 "\v"
 "Exit status: 0 ok, 1 timed out (the missing segments are named) or\n"
 "overwritten by a newer iteration, 2 bad usage (an iteration already\n"
@@ -56,6 +59,11 @@ static const struct argp_option options[] = {
 	  "Overwrite FILE's own pages instead of replacing it through a temporary "
 	  "file (no page allocation: cheaper for a result in tmpfs; an error while "
 	  "writing leaves FILE partly written)", 0 },
+	{ "sparse", OPT_SPARSE, NULL, 0,
+	  "The sparse path: on the sparse root (tree 0's) gather the workers' pairs "
+	  "(agg-send --sparse), sum them and send the sum to every worker; on a "
+	  "worker receive it.  Both write it as agg-sparse(5)", 0 },
+	{ "text", OPT_TEXT, NULL, 0, "--sparse: write the text form, not the binary", 0 },
 	{ 0 }
 };
 
@@ -72,6 +80,16 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_IN_PLACE:
 		env.in_place = true;
+		break;
+	case OPT_SPARSE:
+		env.sparse = true;
+		break;
+	case OPT_TEXT:
+		env.text = true;
+		break;
+	case ARGP_KEY_END:
+		if (env.text && !env.sparse)
+			argp_error(state, "--text needs --sparse");
 		break;
 	case OPT_TIMEOUT:
 		env.timeout = agg_argp_timeout(state, arg);
@@ -155,6 +173,61 @@ static int write_result(const struct agg_node *n, float *buf, uint64_t *nan)
 	return 0;
 }
 
+/* --sparse: serve on the sparse root, else receive (cold.h); write the sum. */
+static int run_sparse(struct agg_node *n, double t0)
+{
+	bool serve = agg_cold_root(&n->plan) == n->self;
+	struct agg_cold c = { .sock = -1 };
+	struct agg_sparse g = { 0 };
+	char why[1200], *buf = NULL;
+	size_t len;
+	int err = 0, rc;
+
+	if (agg_node_run_over(n, env.run, why, sizeof(why)) ||
+	    (err = agg_cold_open(&c, n, serve ? AGG_COLD_SERVE : AGG_COLD_RECV, why, sizeof(why)))) {
+		agg_err("%s", why);
+		return err && err != -EINVAL ? AGG_EXIT_SYSTEM : AGG_EXIT_USAGE;
+	}
+	err = serve ? agg_cold_serve(&c, env.ver, env.timeout, &g, why, sizeof(why)) :
+		      agg_cold_recv(&c, env.ver, env.timeout, &g, why, sizeof(why));
+	if (err) {
+		agg_err("%s", why);
+		rc = err == -ETIMEDOUT || err == -EPROTO ? AGG_EXIT_PROBLEM : AGG_EXIT_SYSTEM;
+	} else if (agg_sparse_encode(&g, env.text, &buf, &len)) {
+		agg_err("out of memory");
+		rc = AGG_EXIT_SYSTEM;
+	} else if (!(rc = open_output()) &&
+		   (agg_grad_out_write(&out, buf, len, why, sizeof(why)) ||
+		    agg_grad_out_commit(&out, why, sizeof(why)))) {
+		agg_err("%s", why);
+		rc = AGG_EXIT_SYSTEM;
+	}
+	if (!rc)
+		agg_info("iteration %u: %" PRIu64 " pairs of width %u %s after %.3f s", env.iter,
+			 g.n, g.width, serve ? "summed and sent to every worker" : "received",
+			 agg_now() - t0);
+	/* The counters also when it failed: what arrived, what was dropped. */
+	if (agg_print_json()) {
+		agg_print_obj_open(NULL);
+		agg_print_bool("ok", NULL, !rc);
+		agg_print_uint("iter", NULL, env.iter);
+		agg_print_uint("run", NULL, env.run);
+		agg_print_str("role", NULL, serve ? "root" : "worker");
+		agg_print_uint("pairs", NULL, g.n);
+		agg_print_uint("width", NULL, g.width);
+		agg_cold_print(&c.st);
+		agg_print_float("seconds", NULL, agg_now() - t0);
+		agg_print_obj_close();
+	}
+	/* Our acknowledgements may be lost: answer what comes again a while. */
+	if (!rc)
+		agg_cold_linger(&c, env.ver, AGG_COLD_QUIET, 5);
+	free(buf);
+	agg_sparse_free(&g);
+	agg_cold_close(&c);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct argp_child children[] = {
@@ -192,6 +265,10 @@ int main(int argc, char **argv)
 	if (err) {
 		agg_err("%s", why);
 		return agg_opts_exit(err == -ENOENT ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM);
+	}
+	if (env.sparse) {
+		rc = run_sparse(&n, t0);
+		goto out;
 	}
 	if (n.plan.node[n.self].role != AGG_ROLE_WORKER) {
 		agg_err("node %s is a parameter server: it receives no result",

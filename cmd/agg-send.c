@@ -18,6 +18,7 @@
 
 #include <bpf/bpf.h>
 
+#include "cold.h"
 #include "dp.h"
 #include "grad.h"
 #include "json.h"
@@ -33,9 +34,11 @@ static struct {
 	unsigned op;
 	double timeout;
 	unsigned streams;	/* 0: auto */
+	bool cc_off;
+	bool sparse;
 } env = { .timeout = 10, .streams = 1 };
 
-enum { OPT_ITER = 0x100, OPT_RUN, OPT_OP, OPT_TIMEOUT, OPT_STREAMS };
+enum { OPT_ITER = 0x100, OPT_RUN, OPT_OP, OPT_TIMEOUT, OPT_STREAMS, OPT_CC, OPT_SPARSE };
 
 static const char doc[] =
 "Send this node's gradient for one iteration: FILE (or standard input) holds\n"
@@ -51,6 +54,7 @@ static const char doc[] =
 "  agg-send --iter 3 grad.bin\n"
 "  agg-send --node w2 --iter 3 --op max < grad.bin\n"
 "  agg-send --iter 3 --streams auto grad.bin\n"
+"  agg-send --sparse --iter 3 rows.3.w2    # pairs to agg-recv --sparse on the root\n"
 "\v"
 "Exit status: 0 aggregated, 1 not aggregated within --timeout, 2 bad usage\n"
 "or bad input (wrong length; an iteration already sent, a run that is over),\n"
@@ -67,6 +71,12 @@ static const struct argp_option options[] = {
 	{ "streams", OPT_STREAMS, "N|auto", 0,
 	  "Send over N streams (1 to 64; default 1); auto: the interface's "
 	  "receive queues, at most the CPUs of its NUMA node", 0 },
+	{ "cc", OPT_CC, "MODE", 0,
+	  "Congestion window: delay (default: kept by the results' delay) or off "
+	  "(the slot pool, fixed)", 0 },
+	{ "sparse", OPT_SPARSE, NULL, 0,
+	  "FILE is a sparse gradient (agg-sparse(5)): send its pairs to the sparse "
+	  "root, summed there by agg-recv --sparse", 0 },
 	{ 0 }
 };
 
@@ -97,6 +107,18 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			argp_error(state, "bad --streams '%s' (1 to %d, or auto)", arg,
 				   AGG_MAX_STREAMS);
 		env.streams = (unsigned)v;
+		break;
+	case OPT_CC:
+		if (strcmp(arg, "delay") && strcmp(arg, "off"))
+			argp_error(state, "--cc %s: delay or off", arg);
+		env.cc_off = !strcmp(arg, "off");
+		break;
+	case OPT_SPARSE:
+		env.sparse = true;
+		break;
+	case ARGP_KEY_END:
+		if (env.sparse && env.op != AGG_OP_SUM)
+			argp_error(state, "--sparse sums: no --op");
 		break;
 	case ARGP_KEY_ARG:
 		if (env.file)
@@ -146,6 +168,51 @@ static void guard_input(const struct agg_grad_in *in)
 	sigaction(SIGBUS, &sa, NULL);
 }
 
+/* --sparse: the pairs to the sparse root (cold.h); an exit status. */
+static int run_sparse(struct agg_node *n)
+{
+	struct agg_cold c = { .sock = -1 };
+	struct agg_sparse g;
+	struct agg_diag d;
+	char why[1200];
+	double t0 = agg_now();
+	int err = agg_sparse_load(&g, env.file, &d), rc = 0;
+
+	if (err) {
+		agg_err("%s", d.msg);
+		return err == -ENOMEM || err == -EIO ? AGG_EXIT_SYSTEM : AGG_EXIT_USAGE;
+	}
+	if (agg_node_run_over(n, env.run, why, sizeof(why)) ||
+	    (err = agg_cold_open(&c, n, AGG_COLD_SEND, why, sizeof(why)))) {
+		agg_err("%s", why);
+		rc = err && err != -EINVAL ? AGG_EXIT_SYSTEM : AGG_EXIT_USAGE;
+		goto out;
+	}
+	err = agg_cold_send(&c, &g, env.ver, env.timeout, why, sizeof(why));
+	if (err) {
+		agg_err("%s", why);
+		rc = err == -ETIMEDOUT ? AGG_EXIT_PROBLEM : err == -E2BIG ? AGG_EXIT_USAGE :
+		     AGG_EXIT_SYSTEM;
+		goto out;
+	}
+	agg_info("iteration %u: %" PRIu64 " pairs of width %u in %" PRIu64 " packets (%" PRIu64
+		 " resent) to the sparse root in %.3f s", env.iter, g.n, g.width, c.st.sent,
+		 c.st.resent, agg_now() - t0);
+	if (agg_print_json()) {
+		agg_print_obj_open(NULL);
+		agg_print_uint("iter", NULL, env.iter);
+		agg_print_uint("run", NULL, env.run);
+		agg_print_uint("width", NULL, g.width);
+		agg_cold_print(&c.st);
+		agg_print_float("seconds", NULL, agg_now() - t0);
+		agg_print_obj_close();
+	}
+out:
+	agg_cold_close(&c);
+	agg_sparse_free(&g);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct argp_child children[] = {
@@ -185,6 +252,10 @@ int main(int argc, char **argv)
 		agg_err("%s", why);
 		return agg_opts_exit(err == -ENOENT ? AGG_EXIT_USAGE : AGG_EXIT_SYSTEM);
 	}
+	if (env.sparse) {
+		rc = run_sparse(&n);
+		goto out;
+	}
 	if (n.plan.node[n.self].role != AGG_ROLE_WORKER) {
 		agg_err("node %s is a parameter server: it has no gradient to send",
 			n.plan.node[n.self].name);
@@ -207,6 +278,7 @@ int main(int argc, char **argv)
 		rc = AGG_EXIT_SYSTEM;
 		goto out;
 	}
+	s.cc_off = env.cc_off;
 	/* Input and sender ready: now the iteration is taken (once per run). */
 	if (agg_node_open_iter(&n, env.ver, true, why, sizeof(why))) {
 		agg_err("%s", why);
@@ -225,12 +297,16 @@ int main(int argc, char **argv)
 		rc = err == -ETIMEDOUT ? AGG_EXIT_PROBLEM : AGG_EXIT_SYSTEM;
 		goto out;
 	}
+	if (agg_sender_save(&s))
+		agg_warn("cannot keep the congestion state for the next agg-send: %s",
+			 strerror(errno));
 	agg_sender_counters(&s, 1, counts);
 	agg_info("iteration %u: %u segments aggregated (%" PRIu64 " here, %" PRIu64
-		 " sent, %" PRIu64 " of them resent) over %u stream%s in %.3f s", env.iter,
+		 " sent, %" PRIu64 " of them resent) over %u stream%s in %.3f s; window %.0f "
+		 "segments, round trip %.2f ms", env.iter,
 		 n.l.nsegs, counts[AGG_SENT_LOCAL], counts[AGG_SENT_WIRE],
 		 counts[AGG_SENT_RESENT], s.nstreams, s.nstreams == 1 ? "" : "s",
-		 agg_now() - t0);
+		 agg_now() - t0, agg_sender_cwnd(&s), agg_sender_rtt(&s) * 1e3);
 	if (agg_print_json()) {
 		agg_print_obj_open(NULL);
 		agg_print_uint("iter", NULL, env.iter);
@@ -242,6 +318,8 @@ int main(int argc, char **argv)
 		agg_print_uint("resent", NULL, counts[AGG_SENT_RESENT]);
 		agg_print_uint("nonfinite", NULL, c.nonfinite);
 		agg_print_float("seconds", NULL, agg_now() - t0);
+		agg_print_float("window", NULL, agg_sender_cwnd(&s));
+		agg_print_float("rtt_ms", NULL, agg_sender_rtt(&s) * 1e3);
 		agg_print_obj_close();
 	}
 out:

@@ -9,7 +9,7 @@ _agg_hot()
 	case $prev in
 	--sample | --online | --tau | --coverage | --budget | --stripes | \
 	--seed | --pairs | --ids | --iters | --batch | --per-example | \
-	--zipf | --drift)
+	--zipf | --drift | --width | --touch | --worker | --iter)
 		return
 		;;
 	esac
@@ -21,7 +21,7 @@ _agg_hot()
 		case ${words[i]} in
 		--sample | --online | --tau | --coverage | --budget | --stripes | \
 		--seed | --pairs | --ids | --iters | --batch | --per-example | \
-		--zipf | --drift)
+		--zipf | --drift | --width | --touch | --worker | --iter)
 			((i++))
 			;;
 		-*) ;;
@@ -48,8 +48,8 @@ _agg_hot()
 			;;
 		gen)
 			COMPREPLY=($(compgen -W '--ids --iters --batch --per-example --zipf
-				--drift --binary --seed --json --pretty --quiet --verbose
-				--help --usage --version' -- "$cur"))
+				--drift --sparse --width --touch --worker --iter --binary --seed
+				--json --pretty --quiet --verbose --help --usage --version' -- "$cur"))
 			;;
 		*)
 			COMPREPLY=($(compgen -W '--sample --online --tau --window --sketch

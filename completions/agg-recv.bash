@@ -29,7 +29,7 @@ _agg_recv()
 	$split && return
 
 	if [[ $cur == -* ]]; then
-		mapfile -t COMPREPLY < <(compgen -W '--iter --run --timeout --in-place --job --node --pin-dir
+		mapfile -t COMPREPLY < <(compgen -W '--iter --run --timeout --in-place --sparse --text --job --node --pin-dir
 			--json --pretty --quiet --verbose --help --usage --version' -- "$cur")
 		return
 	fi

@@ -30,6 +30,10 @@ _agg_send()
 		mapfile -t COMPREPLY < <(compgen -W "auto 1 2 4 8" -- "$cur")
 		return
 		;;
+	--cc)
+		mapfile -t COMPREPLY < <(compgen -W "delay off" -- "$cur")
+		return
+		;;
 	--iter | --run | --timeout)
 		return		# a number
 		;;
@@ -37,7 +41,7 @@ _agg_send()
 	$split && return
 
 	if [[ $cur == -* ]]; then
-		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --streams --job --node --pin-dir
+		mapfile -t COMPREPLY < <(compgen -W '--iter --run --op --timeout --cc --streams --sparse --job --node --pin-dir
 			--json --pretty --quiet --verbose --help --usage --version' -- "$cur")
 		return
 	fi

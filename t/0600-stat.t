@@ -62,14 +62,14 @@ test_expect_success 'the text groups every counter once, names at column 0' '
 	grep -v "^#" ps0.stat | awk "{ print \$1 }" | sort >names &&
 	sort -u names >names.u &&
 	test_cmp names.u names &&
-	test $(wc -l <names) = 35 &&
+	test $(wc -l <names) = 36 &&
 	for g in "packets in" aggregation results recovery drops "sent by agg-send and libagg"; do
 		grep -qx "# $g" ps0.stat || return 1
 	done &&
 	for k in other rx added stored relayed served pending probes done fwd_up fanout \
 		signals saturated drop_dup drop_stale drop_busy drop_malformed drop_job \
 		drop_token drop_member drop_mac drop_flags drop_run drop_ahead drop_route \
-		drop_seg error retx tx_fail \
+		drop_seg error retx tx_fail sparse \
 		iterations sent sent_local resent sent_fanout sent_signals; do
 		grep -q "^$k " ps0.stat || return 1
 	done &&
@@ -102,7 +102,7 @@ test_expect_success 'counters after 2 iterations: what every role must count' '
 		# every agg packet gets exactly one outcome
 		awk -v h=$h "/^#/ { next } { v[\$1] = \$2 }
 		     END { o = v[\"added\"] + v[\"stored\"] + v[\"relayed\"] + v[\"served\"] + \
-			       v[\"pending\"] + v[\"probes\"] + v[\"error\"]
+			       v[\"pending\"] + v[\"probes\"] + v[\"error\"] + v[\"sparse\"]
 			   for (k in v) if (k ~ /^drop_/) o += v[k]
 			   if (o != v[\"rx\"]) { print h, \"rx\", v[\"rx\"], \"outcomes\", o; exit 1 } }" $h.stat &&
 		for k in drop_stale drop_busy drop_malformed drop_job drop_token drop_member drop_mac \

@@ -27,14 +27,16 @@ test_expect_success 'install: the Python module, which finds the installed libra
 	grep "^$PWD/root/opt/agg/lib/libagg.so.1 " pyout
 '
 
-test_expect_success 'the .so exports the API only, versioned AGG_1.0' '
+test_expect_success 'the .so exports the API only, versioned AGG_1.0 (tuning: AGG_1.1)' '
 	nm -D --defined-only root/opt/agg/lib/libagg.so.1 | awk "\$2 == \"T\" { print \$3 }" |
 		sort >exported &&
 	sed -n "s/^\([a-z_]*\)(.*/\1/p; s/^[a-z].* \**\(agg_[a-z_]*\)(.*/\1/p" \
 		root/opt/agg/include/agg/agg.h | sort -u >declared &&
-	sed "s/@@AGG_1.0$//" exported >names &&
+	sed "s/@@AGG_1\.[01]$//" exported >names &&
 	test_cmp declared names &&
-	! grep -v "@@AGG_1.0$" exported
+	! grep -v "@@AGG_1\.[01]$" exported &&
+	grep "@@AGG_1\.1$" exported >v11 &&
+	test "$(sed "s/@@.*//" v11 | tr "\n" " ")" = "agg_tuning_close agg_tuning_done agg_tuning_next agg_tuning_open agg_tuning_report "
 '
 
 # pkg-config of the installed tree, as a user's build would use it

@@ -15,6 +15,7 @@
 
 #include <agg/agg.h>
 
+#include "api.h"
 #include "dp.h"
 #include "opts.h"
 #include "recv.h"
@@ -31,9 +32,7 @@
 #define FLUSH_EVERY	1.0	/* seconds between updates of the "sent" map */
 
 static __thread char errmsg[MSG_LEN];
-
-static int fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int err, const char *fmt, ...)
+int agg_api_fail(int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -42,6 +41,7 @@ static int fail(int err, const char *fmt, ...)
 	va_end(ap);
 	return err;
 }
+#define fail agg_api_fail
 
 const char *agg_errmsg(void)
 {
@@ -447,6 +447,7 @@ void agg_close(struct agg *a)
 		pthread_mutex_destroy(&a->lock);
 	}
 	flush_counters(a, true);
+	agg_sender_save(&a->s);	/* best effort: for the next process */
 	agg_sender_free(&a->s);
 	agg_node_close(&a->n);
 	free(a->scratch);
@@ -568,4 +569,9 @@ const char *agg_node_name(const struct agg *a)
 unsigned agg_run(const struct agg *a)
 {
 	return a->run;
+}
+
+const struct agg_plan *agg_api_plan(const struct agg *a)
+{
+	return &a->n.plan;
 }

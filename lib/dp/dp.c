@@ -37,7 +37,7 @@
 const char *const agg_pin_names[] = {
 	"tc_link", "xdp_prog", "plan", "members", "nodes", "trees", "kids",
 	"segmap", "locks", "slots", "scratch", "results", "meta", "progress",
-	"clock", "stats", "sent", "events", NULL,
+	"clock", "stats", "sent", "events", "cc", NULL,
 };
 
 int agg_layout_of(const struct agg_plan *p, struct agg_layout *l,
@@ -506,7 +506,7 @@ static void node_reset(struct agg_node *n)
 {
 	memset(n, 0, sizeof(*n));
 	n->fd_results = n->fd_meta = n->fd_stats = n->fd_sent = n->fd_prog = n->fd_clock =
-		n->fd_progress = n->fd_slots = n->fd_trees = n->fd_events = -1;
+		n->fd_progress = n->fd_slots = n->fd_trees = n->fd_events = n->fd_cc = -1;
 }
 
 int agg_node_open_dir(struct agg_node *n, const char *dir, unsigned flags,
@@ -571,6 +571,8 @@ int agg_node_open_dir(struct agg_node *n, const char *dir, unsigned flags,
 	 * then polls). */
 	snprintf(path, sizeof(path), "%s/events", n->dir);
 	n->fd_events = bpf_obj_get(path);
+	snprintf(path, sizeof(path), "%s/cc", n->dir);
+	n->fd_cc = bpf_obj_get(path);
 	n->meta = map_mmap(n->fd_meta, &n->meta_len, 0);
 	n->results = map_mmap(n->fd_results, &n->results_len, n->l.nexp);
 	n->clock = map_mmap_prot(n->fd_clock, &n->clock_len, 1, PROT_READ | PROT_WRITE);
@@ -605,7 +607,7 @@ void agg_node_close(struct agg_node *n)
 {
 	int *fds[] = { &n->fd_results, &n->fd_meta, &n->fd_stats, &n->fd_sent, &n->fd_prog,
 		       &n->fd_clock, &n->fd_progress, &n->fd_slots, &n->fd_trees,
-		       &n->fd_events };
+		       &n->fd_events, &n->fd_cc };
 
 	if (n->meta)
 		munmap((void *)n->meta, n->meta_len);

@@ -98,6 +98,7 @@ struct agg_node {
 	char dir[512];		/* its pin directory */
 	int fd_results, fd_meta, fd_stats, fd_sent, fd_prog, fd_clock, fd_progress;
 	int fd_events;		/* ring buffer of stored results, or -1 */
+	int fd_cc;		/* the last sender's congestion state, or -1 */
 	int fd_slots, fd_trees;
 	const int32_t *results;	/* mmap: the exponent segments' values (nexp x
 				 * segment); all nsegs after agg_node_map_results */

@@ -89,6 +89,72 @@ static int event_nop(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/*
+ * The congestion state a sender leaves on the node ("cc" map) and the
+ * next one starts from, as Linux starts a connection from its route's
+ * TCP metrics: agg-send runs once an iteration, and each new process in
+ * slow start from 8 segments, its timeout from the first few trips, went
+ * over every queue at the start of every iteration (half of a shaped
+ * incast's packets were resent).  The node's window is the streams'
+ * together: each starts with its share.  State older than CC_KEEP is not
+ * used.
+ */
+#define CC_KEEP		600.0
+static void cc_load(struct agg_sender *s)
+{
+	struct agg_cc_state cs;
+	__u32 zero = 0;
+
+	if (s->n->fd_cc < 0 || bpf_map_lookup_elem(s->n->fd_cc, &zero, &cs) || !cs.at_ns ||
+	    agg_now() - (double)cs.at_ns * 1e-9 > CC_KEEP || !cs.cwnd_milli)
+		return;
+	for (unsigned k = 0; k < s->nstreams; k++) {
+		struct agg_stream *st = &s->st[k];
+
+		st->cwnd = (double)cs.cwnd_milli / 1000 / s->nstreams;
+		st->slow_start = false;
+		st->rtt_med = (double)cs.rtt_med_ns * 1e-9;
+		st->rtt_base = (double)cs.rtt_base_ns * 1e-9;
+	}
+}
+
+double agg_sender_cwnd(const struct agg_sender *s)
+{
+	double w = 0;
+
+	for (unsigned k = 0; k < s->nstreams; k++)
+		w += s->st[k].cwnd;
+	return w;
+}
+
+double agg_sender_rtt(const struct agg_sender *s)
+{
+	double r = 0;
+
+	for (unsigned k = 0; k < s->nstreams; k++)
+		r += s->st[k].rtt_med / s->nstreams;
+	return r;
+}
+
+int agg_sender_save(const struct agg_sender *s)
+{
+	struct agg_cc_state cs = { .at_ns = (__u64)(agg_now() * 1e9) };
+	double cwnd = agg_sender_cwnd(s), med = agg_sender_rtt(s), base = 0;
+	__u32 zero = 0;
+
+	if (!s->n || s->n->fd_cc < 0 || s->cc_off)
+		return 0;
+	for (unsigned k = 0; k < s->nstreams; k++)
+		if (s->st[k].rtt_base && (!base || s->st[k].rtt_base < base))
+			base = s->st[k].rtt_base;
+	if (!cwnd)
+		return 0;
+	cs.cwnd_milli = (__u64)(cwnd * 1000);
+	cs.rtt_med_ns = (__u64)(med * 1e9);
+	cs.rtt_base_ns = (__u64)(base * 1e9);
+	return bpf_map_update_elem(s->n->fd_cc, &zero, &cs, BPF_ANY) ? -errno : 0;
+}
+
 /* Read a small sysfs file of the interface into buf: 0 or -errno. */
 static int netif_sysfs(const char *ifname, const char *what, char *buf, size_t len)
 {
@@ -314,6 +380,7 @@ int agg_sender_init(struct agg_sender *s, struct agg_node *n, unsigned nstreams)
 			goto fail;
 		ring_buffer__consume(s->rb);	/* what came before us */
 	}
+	cc_load(s);
 	return 0;
 nomem:
 	errno = ENOMEM;
@@ -791,7 +858,11 @@ static void stream_phase(struct agg_stream *st, struct agg_phase *ph)
 		phase_fail(ph, -ENOMEM, "out of memory");
 		return;
 	}
-	if (!st->cwnd) {
+	if (s->cc_off) {
+		st->cwnd = share;
+	} else if (st->cwnd > share) {
+		st->cwnd = share;
+	} else if (!st->cwnd) {
 		/* The streams start with one stream's window between them. */
 		uint32_t init = (CWND_INIT + s->nstreams - 1) / s->nstreams;
 
@@ -822,7 +893,7 @@ static void stream_phase(struct agg_stream *st, struct agg_phase *ph)
 			root = s->root[tree];
 			if (!l->waiting && !agg_node_missing(s->n, l->seg, l->seg + 1, c->ver)) {
 				rtt_sample(st, t - l->sent);
-				if (!s->local[tree])
+				if (!s->local[tree] && !s->cc_off)
 					cc_result(st, share, l->attempt ? 0 : t - l->sent, l->seq);
 				if (!l->attempt && l->sent > rack[tree])
 					rack[tree] = l->sent;

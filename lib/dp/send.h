@@ -64,6 +64,7 @@ struct agg_sender {
 	struct ring_buffer *rb;		/* the node's "events", or NULL: poll */
 	pthread_mutex_t rb_lock;	/* one consumer of rb at a time */
 	unsigned nstreams;		/* 1 .. AGG_MAX_STREAMS */
+	bool cc_off;			/* no congestion window: the slot pool's */
 	struct agg_stream *st;
 	int numa_node;			/* the interface's, or -1: unknown */
 	struct bitmask *cpus;		/* where the streams run, or NULL: anywhere */
@@ -90,6 +91,14 @@ struct agg_send_call {
 	double timeout;			/* give up after this long without progress */
 	uint64_t nonfinite;		/* out: NaN and Inf in x */
 };
+
+/* Leave the congestion state on the node for the next sender ("cc"
+ * map): 0 or -errno. */
+int agg_sender_save(const struct agg_sender *s);
+/* The congestion window (the streams' together, segments) and the median
+ * round trip (their mean, s), for reports. */
+double agg_sender_cwnd(const struct agg_sender *s);
+double agg_sender_rtt(const struct agg_sender *s);
 
 /* What the calls did so far, as the "sent" map counts it (enum agg_sent,
  * then each stream's section, enum agg_sent_stream; those of streams not

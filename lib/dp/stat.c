@@ -52,7 +52,8 @@ bool agg_stat_is_drop(int field)
 
 const struct agg_stat_group agg_stat_groups[] = {
 	{ "packets in", 2, { AGG_S_RX, AGG_S_OTHER } },
-	{ "aggregation", 4, { AGG_S_ADDED, AGG_S_DONE, AGG_S_FWD_UP, AGG_S_SATURATED } },
+	{ "aggregation", 5, { AGG_S_ADDED, AGG_S_DONE, AGG_S_FWD_UP, AGG_S_SATURATED,
+			      AGG_S_SPARSE } },
 	{ "results", 4, { AGG_S_STORED, AGG_S_RELAYED, AGG_S_FANOUT, AGG_S_SIGNALS } },
 	{ "recovery", 5, { AGG_S_RETX, AGG_STAT_SENT(AGG_SENT_RESENT), AGG_S_SERVED,
 			   AGG_S_PENDING, AGG_S_PROBES } },

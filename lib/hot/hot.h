@@ -9,6 +9,7 @@
 
 #include "hosts.h"	/* struct agg_diag */
 #include "rand.h"
+#include "sparse.h"
 
 /*
  * Hot parameters of sparse models (ZEBRA Sec. III-C, III-D): which ids are
@@ -274,6 +275,11 @@ struct agg_hot_gen_opts {
 	uint64_t drift;		/* ranks the popularity order moves per iteration */
 	uint64_t seed;
 	bool binary;
+	/* sparse gradients (agg_hot_gen_sparse) */
+	uint32_t width;		/* float32 values per row */
+	double touch;		/* share of the ids a worker touches per iteration */
+	uint32_t worker;
+	uint64_t iter;
 };
 
 /* The id of Zipf rank r (0-based) in iteration it: ranks are scattered over
@@ -281,5 +287,17 @@ struct agg_hot_gen_opts {
 uint64_t agg_hot_gen_id(const struct agg_hot_gen_opts *o, uint64_t rank, uint64_t it);
 /* Write a synthetic log to f.  -EINVAL on bad options, -EIO on write errors. */
 int agg_hot_gen(FILE *f, const struct agg_hot_gen_opts *o);
+
+/*
+ * One worker's sparse gradient for one iteration (o->worker, o->iter): Zipf
+ * draws of ranks, mapped to ids as agg_hot_gen_id does, until
+ * round(touch x ids) distinct ids are touched; each touched row gets width
+ * N(0, 1) values times the square root of the times it was drawn.  The
+ * same options give the same bits; workers and iterations draw from
+ * independent streams of the seed.  -EINVAL on bad options, -ERANGE when
+ * the Zipf exponent makes so many distinct ids out of reach (1000 draws a
+ * row), -ENOMEM.
+ */
+int agg_hot_gen_sparse(const struct agg_hot_gen_opts *o, struct agg_sparse *out);
 
 #endif

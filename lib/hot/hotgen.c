@@ -177,3 +177,107 @@ int agg_hot_gen(FILE *f, const struct agg_hot_gen_opts *o)
 	free(w);
 	return err;
 }
+
+/* ---- sparse gradients -------------------------------------------------------------- */
+
+struct touched {
+	uint64_t *id;		/* open addressing; UINT64_MAX: empty */
+	uint32_t *count;
+	uint64_t mask, n;
+};
+
+/* Count one draw of id; its slot's count. */
+static void touch_id(struct touched *t, uint64_t id)
+{
+	uint64_t h = (id * 0x9e3779b97f4a7c15ULL) >> 17;
+
+	for (;; h++) {
+		uint64_t *slot = &t->id[h & t->mask];
+
+		if (*slot == id) {
+			t->count[h & t->mask]++;
+			return;
+		}
+		if (*slot == UINT64_MAX) {
+			*slot = id;
+			t->count[h & t->mask] = 1;
+			t->n++;
+			return;
+		}
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int agg_hot_gen_sparse(const struct agg_hot_gen_opts *o, struct agg_sparse *out)
+{
+	uint64_t target, mul = scatter_mul(o->ids), size = 2, draws = 0, max_draws, k = 0;
+	struct touched t = { 0 };
+	struct agg_rand r;
+	struct agg_zipf z;
+	int err = 0;
+
+	agg_sparse_init(out, o->width);
+	if (o->ids == 0 || o->ids >= AGG_HOT_ITER_END || !(o->zipf > 0) || o->width < 1 ||
+	    o->width > AGG_SPARSE_MAX_WIDTH || !(o->touch > 0) || !(o->touch <= 1))
+		return -EINVAL;
+	target = (uint64_t)llround(o->touch * (double)o->ids);
+	if (target < 1)
+		target = 1;
+	max_draws = 1000 * target;
+	while (size < 2 * target)
+		size *= 2;
+	t.id = malloc(size * sizeof(*t.id));
+	t.count = malloc(size * sizeof(*t.count));
+	if (!t.id || !t.count) {
+		err = -ENOMEM;
+		goto out;
+	}
+	memset(t.id, 0xff, size * sizeof(*t.id));
+	t.mask = size - 1;
+	agg_zipf_init(&z, o->ids, o->zipf);
+	/* One stream per (seed, worker, iteration): splitmix64 in
+	 * agg_rand_seed scatters the mixed seeds. */
+	agg_rand_seed(&r, o->seed ^ (o->worker + 1) * 0xd1b54a32d192ed03ULL ^
+			  (o->iter + 1) * 0x9e3779b97f4a7c15ULL);
+	while (t.n < target && draws++ < max_draws) {
+		uint64_t rank = agg_zipf_draw(&z, &r) - 1;
+
+		touch_id(&t, o->ids < 2 ? 0 : gen_id(o->ids, mul, o->drift, rank, o->iter));
+	}
+	if (t.n < target) {
+		err = -ERANGE;
+		goto out;
+	}
+	err = agg_sparse_reserve(out, target);
+	if (err)
+		goto out;
+	for (uint64_t i = 0; i < size; i++)
+		if (t.id[i] != UINT64_MAX)
+			out->id[k++] = t.id[i];
+	qsort(out->id, k, sizeof(*out->id), cmp_u64);
+	out->n = k;
+	/* Values in id order, from a stream of their own. */
+	agg_rand_seed(&r, agg_rand_u64(&r));
+	for (uint64_t i = 0; i < k; i++) {
+		uint64_t h = (out->id[i] * 0x9e3779b97f4a7c15ULL) >> 17;
+		double scale;
+
+		while (t.id[h & t.mask] != out->id[i])
+			h++;
+		scale = sqrt((double)t.count[h & t.mask]);
+		for (uint32_t j = 0; j < o->width; j++)
+			out->val[i * o->width + j] = (float)(agg_rand_normal(&r) * scale);
+	}
+out:
+	free(t.id);
+	free(t.count);
+	if (err)
+		agg_sparse_free(out);
+	return err;
+}

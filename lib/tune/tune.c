@@ -975,40 +975,98 @@ const struct agg_tune_event *agg_tune_event(const struct agg_tune *t, size_t i)
 	return i < t->nev ? &t->ev[i] : NULL;
 }
 
-void agg_tune_print_event(const struct agg_tune *t, const struct agg_tune_event *e)
-{
-	char fmt[AGG_TUNE_NAME_MAX + 16];
+/* One field of an event, as text (" name value") or as a JSON member. */
+struct ev_out {
+	FILE *f;
+	struct agg_jw *jw;	/* NULL: text */
+};
 
-	agg_print_obj_open(NULL);
-	agg_print_uint("trial", "trial %" PRIu64, e->trial);
-	agg_print_str("technique", " technique %s", agg_tune_tech_name(e->tech));
-	if (isnan(e->score))
-		agg_print_null("score", " score %s");
-	else
-		agg_print_float("score", " score %.3g", e->score);
-	agg_print_obj_open("setting");
-	for (int k = 0; k < t->s.n; k++) {
-		snprintf(fmt, sizeof(fmt), " %s=%%" PRId64, t->s.p[k].name);
-		agg_print_int(t->s.p[k].name, fmt, agg_tune_value(&t->s, &e->x, k));
+static void ev_num(struct ev_out *o, const char *name, const char *tfmt, double v, bool integer)
+{
+	if (o->jw) {
+		agg_jw_name(o->jw, name);
+		if (isnan(v))
+			agg_jw_null(o->jw);
+		else if (integer)
+			agg_jw_int(o->jw, (int64_t)v);
+		else
+			agg_jw_float(o->jw, v);
+	} else if (tfmt) {
+		if (isnan(v))
+			fprintf(o->f, " %s -", name);
+		else if (integer)
+			fprintf(o->f, tfmt, name, (int64_t)v);
+		else
+			fprintf(o->f, tfmt, name, v);
 	}
-	agg_print_obj_close();
-	agg_print_float("seconds", " seconds %.6g", e->seconds);
-	agg_print_float("median", " median %.6g", e->median);
-	agg_print_uint("samples", " samples %" PRIu64, e->samples);
-	if (isnan(e->best))
-		agg_print_null("best", " best %s");
-	else
-		agg_print_float("best", " best %.6g", e->best);
-	agg_print_bool("new_best", " new_best %s", e->new_best);
-	if (e->new_best) {
-		agg_print_str("found_by", " found_by %s", agg_tune_tech_name(e->found_by));
-		agg_print_uint("found_trial", " found_trial %" PRIu64, e->found_trial);
+}
+
+static void ev_str(struct ev_out *o, const char *name, const char *v)
+{
+	if (o->jw) {
+		agg_jw_name(o->jw, name);
+		if (v)
+			agg_jw_string(o->jw, v);
+		else
+			agg_jw_null(o->jw);
+	} else if (v) {
+		fprintf(o->f, " %s %s", name, v);
+	}
+}
+
+int agg_tune_fprint_event(FILE *f, bool json, const struct agg_tune *t,
+			  const struct agg_tune_event *e)
+{
+	struct ev_out o = { .f = f, .jw = json ? agg_jw_new(f, false) : NULL };
+
+	if (json && !o.jw)
+		return -ENOMEM;
+	if (o.jw)
+		agg_jw_start_object(o.jw);
+	if (o.jw) {
+		agg_jw_name(o.jw, "trial");
+		agg_jw_int(o.jw, e->trial);
 	} else {
-		agg_print_null("found_by", NULL);
-		agg_print_null("found_trial", NULL);
+		fprintf(f, "trial %d", e->trial);
 	}
-	agg_print_obj_close();
-	agg_print_text("\n");
+	ev_str(&o, "technique", agg_tune_tech_name(e->tech));
+	ev_num(&o, "score", " %s %.3g", e->score, false);
+	if (o.jw) {
+		agg_jw_name(o.jw, "setting");
+		agg_jw_start_object(o.jw);
+	}
+	for (int k = 0; k < t->s.n; k++) {
+		int64_t v = agg_tune_value(&t->s, &e->x, k);
+
+		if (o.jw) {
+			agg_jw_name(o.jw, t->s.p[k].name);
+			agg_jw_int(o.jw, v);
+		} else {
+			fprintf(f, " %s=%" PRId64, t->s.p[k].name, v);
+		}
+	}
+	if (o.jw)
+		agg_jw_end_object(o.jw);
+	ev_num(&o, "seconds", " %s %.6g", e->seconds, false);
+	ev_num(&o, "median", " %s %.6g", e->median, false);
+	ev_num(&o, "samples", " %s %" PRId64, e->samples, true);
+	ev_num(&o, "best", " %s %.6g", e->best, false);
+	if (o.jw) {
+		agg_jw_name(o.jw, "new_best");
+		agg_jw_bool(o.jw, e->new_best);
+	} else {
+		fprintf(f, " new_best %s", e->new_best ? "yes" : "no");
+	}
+	ev_str(&o, "found_by", e->new_best ? agg_tune_tech_name(e->found_by) : NULL);
+	ev_num(&o, "found_trial", e->new_best ? " %s %" PRId64 : NULL,
+	       e->new_best ? e->found_trial : NAN, true);
+	if (o.jw) {
+		agg_jw_end_object(o.jw);
+		agg_jw_free(o.jw);	/* its newline: one object a line */
+	} else {
+		fputc('\n', f);
+	}
+	return ferror(f) ? -EIO : 0;
 }
 
 int agg_tune_mode_parse(const char *s, enum agg_tune_mode *mode)

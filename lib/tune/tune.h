@@ -203,13 +203,16 @@ int agg_tune_uses(const struct agg_tune *t, enum agg_tune_tech tech);
 size_t agg_tune_nevents(const struct agg_tune *t);
 const struct agg_tune_event *agg_tune_event(const struct agg_tune *t, size_t i);
 /*
- * One event through lib/util/json.h's print helpers: a JSON object, or a
- * text line (with its newline):
+ * One event on f: a text line
  *   trial 7 technique hill score 0.41 streams=4 unit=1048576 seconds 0.0123
  *   median 0.0123 samples 1 best 0.0119 new_best no
- * (one line), and "found_by hill found_trial 5" after "new_best yes".
+ * (one line; "found_by hill found_trial 5" after "new_best yes"; a score
+ * or best not known yet is "-"), or, with json, the same fields as one
+ * JSON object on a line ("setting" an object of the parameters; nulls
+ * where the text has none).  0, or -EIO (f's error flag), -ENOMEM.
  */
-void agg_tune_print_event(const struct agg_tune *t, const struct agg_tune_event *e);
+int agg_tune_fprint_event(FILE *f, bool json, const struct agg_tune *t,
+			  const struct agg_tune_event *e);
 
 /* ---- the bandit (AUC credit over a sliding window) ------------------------- */
 

@@ -46,10 +46,14 @@ static const char *const map_pins[] = { "loss_log", "loss_head", "loss_count" };
 static const char *const type_names[] = {
 	[AGG_T_DATA] = "data", [AGG_T_RESULT] = "result",
 	[AGG_T_REQUEST] = "request", [AGG_T_PROBE] = "probe",
+	[AGG_T_SPARSE] = "sparse", [AGG_T_SPARSE_END] = "sparse_end",
+	[AGG_T_SPARSE_ACK] = "sparse_ack", [AGG_T_SPARSE_RESULT] = "sparse_result",
 };
 
 static const char usage_text[] =
-"usage: losstool attach IFACE in|out PPM PORT PINDIR [--type data|result|request|probe]\n"
+"usage: losstool attach IFACE in|out PPM PORT[-LAST] PINDIR [--type TYPE]\n"
+"       (TYPE: data, result, request, probe, sparse, sparse_end, sparse_ack,\n"
+"       sparse_result)\n"
 "       losstool log PINDIR\n"
 "       losstool stats PINDIR\n"
 "       losstool detach PINDIR\n";
@@ -91,7 +95,8 @@ static int do_attach(int argc, char **argv)
 	struct bpf_map *maps[NMAPS];
 	char path[512], link_pin[512];
 	struct loss *skel = NULL;
-	uint64_t ppm, port;
+	uint64_t ppm, port, last;
+	char *dash;
 	unsigned type = 0;
 	int ifindex, link = -1, rc = AGG_EXIT_SYSTEM, err;
 	bool reuse;
@@ -105,8 +110,15 @@ static int do_attach(int argc, char **argv)
 		return usage("direction '%s': in (from the host) or out (to the host)", dir);
 	if (agg_parse_u64(argv[4], &ppm, NULL) || ppm > 1000000)
 		return usage("PPM '%s': drops per million, 0 to 1000000", argv[4]);
-	if (agg_parse_u64(argv[5], &port, NULL) || port == 0 || port > 65535)
-		return usage("PORT '%s': a UDP port, 1 to 65535", argv[5]);
+	/* PORT-LAST: the sparse path's ports too (agg.h: P to P + 3) */
+	dash = strchr(argv[5], '-');
+	if (dash)
+		*dash = '\0';
+	if (agg_parse_u64(argv[5], &port, NULL) || port == 0 || port > 65535 ||
+	    (dash && (agg_parse_u64(dash + 1, &last, NULL) || last < port || last > 65535)))
+		return usage("PORT '%s': a UDP port, 1 to 65535, or a range FIRST-LAST", argv[5]);
+	if (!dash)
+		last = port;
 	if (argc == 9) {
 		if (strcmp(argv[7], "--type"))
 			return usage("unknown option '%s'", argv[7]);
@@ -114,7 +126,8 @@ static int do_attach(int argc, char **argv)
 			if (!strcmp(argv[8], type_names[t]))
 				type = t;
 		if (!type)
-			return usage("type '%s': data, result, request or probe", argv[8]);
+			return usage("type '%s': data, result, request, probe, sparse, sparse_end, "
+				     "sparse_ack or sparse_result", argv[8]);
 	}
 	ifindex = if_nametoindex(ifname);
 	if (!ifindex) {
@@ -144,6 +157,7 @@ static int do_attach(int argc, char **argv)
 	}
 	skel->rodata->cfg_ppm = ppm;
 	skel->rodata->cfg_port = port;
+	skel->rodata->cfg_nports = last - port + 1;
 	skel->rodata->cfg_type = type;
 	skel->rodata->cfg_dir = strcmp(dir, "in") ? LOSS_OUT : LOSS_IN;
 	maps[0] = skel->maps.loss_log;
@@ -272,7 +286,7 @@ static int do_log(const char *pindir)
 	n = head < info.max_entries ? head : info.max_entries;
 	for (uint64_t i = 0; i < n; i++) {
 		const struct loss_rec *r = &log[i];
-		char sa[INET_ADDRSTRLEN], da[INET_ADDRSTRLEN], tn[12];
+		char sa[INET_ADDRSTRLEN], da[INET_ADDRSTRLEN], tn[16];
 
 		inet_ntop(AF_INET, &r->saddr, sa, sizeof(sa));
 		inet_ntop(AF_INET, &r->daddr, da, sizeof(da));

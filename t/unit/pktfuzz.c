@@ -629,7 +629,7 @@ static int stats_get(struct stats_reader *s, uint64_t out[AGG_S_COUNT])
 static bool is_outcome(int k)
 {
 	return (k >= AGG_S_ADDED && k <= AGG_S_PROBES) ||
-	       (k >= AGG_S_DROP_DUP && k <= AGG_S_ERROR);
+	       (k >= AGG_S_DROP_DUP && k <= AGG_S_ERROR) || k == AGG_S_SPARSE;
 }
 
 static const char *verdict_name(uint32_t v)

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -128,6 +129,64 @@ const char *agg_errmsg(void);
 
 /* The library's version, "0.1.0". */
 const char *agg_version(void);
+
+/*
+ * Auto-tuning (AIACC-Training Sec. VI; man 5 agg-tune): during the first
+ * iterations of a job, how the caller packs its gradients into allreduce
+ * units (the unit size) is tuned by a bandit over search techniques, and
+ * the best setting is kept in a cache per plan fingerprint for the next
+ * run.  Each iteration the caller asks agg_tuning_next for the setting,
+ * runs the iteration with it, and reports the iteration's time with
+ * agg_tuning_report.  Every worker must make the same calls in the same
+ * order: the workers agree on every time (the largest, through an
+ * allreduce on the handle, which takes an iteration of the run) and on the
+ * start (worker 0's cache, through another at agg_tuning_open), so they
+ * all propose the same settings.
+ */
+enum agg_tuning_mode {
+	AGG_TUNING_OFF = 0,	/* no tuning: opts.unit every iteration */
+	AGG_TUNING_ON = 1,	/* tune, from the nearest cached setting; store
+				 * the best when converged */
+	AGG_TUNING_REUSE = 2,	/* a cached setting of this very plan and
+				 * workload without tuning; else as ON */
+};
+
+struct agg_tuning_opts {
+	size_t sz;		/* sizeof(struct agg_tuning_opts) */
+	enum agg_tuning_mode mode;
+	const char *cache_dir;	/* NULL: $AGG_CACHE_DIR, else /var/cache/agg */
+	uint64_t model_bytes;	/* gradient bytes an iteration (the fingerprint) */
+	size_t unit;		/* the unit with tuning off: 0: 25 MiB (DDP's
+				 * default bucket) */
+	size_t unit_min, unit_max;	/* powers of two to try: 0: 256 KiB ..
+					 * the plan's size */
+	uint64_t seed;		/* 0: 1 */
+	int max_trials;		/* 0: 50 */
+	FILE *log;		/* one line a trial (man 5 agg-tune), or NULL */
+	int log_json;		/* the log as a JSON object a line */
+};
+
+/* What to run an iteration with. */
+struct agg_setting {
+	size_t unit;		/* bytes of gradient an allreduce unit */
+};
+
+struct agg_tuning;
+
+/* 0 and *out, or -EINVAL (bad options), -ENOMEM, -EIO (the cache: the
+ * message names the file, line and column), and the allreduce's errors. */
+int agg_tuning_open(struct agg *a, const struct agg_tuning_opts *opts,
+		    struct agg_tuning **out);
+/* The setting for the next iteration (the same until it is reported). */
+int agg_tuning_next(struct agg_tuning *t, struct agg_setting *s);
+/* This worker's time of the iteration run with the last setting (> 0):
+ * agreed with every worker's; once tuned, a no-op.  0, -EINVAL, or the
+ * allreduce's errors. */
+int agg_tuning_report(struct agg_tuning *t, double seconds);
+/* 1 once the setting is final (tuned, reused, or tuning off), else 0. */
+int agg_tuning_done(const struct agg_tuning *t);
+/* Free t (not the handle).  NULL is a no-op. */
+void agg_tuning_close(struct agg_tuning *t);
 
 /*
  * Thread safety: a handle may be used from several threads; allreduces run
