@@ -8,11 +8,13 @@
  * size (a unit goes as soon as its last tensor is ready, as DDP's buckets
  * do) and allreduced with libagg's asynchronous calls.  An iteration is
  * over when every unit's result is back.  With --tune, libagg's tuning
- * (agg_tuning_*) picks the unit size.  Every worker prints a line per
- * iteration: iteration, unit bytes, seconds, done (1 once tuned); worker
+ * (agg_tuning_*) picks the unit size, and with -s MAX the streams (up to
+ * MAX) too.  Every worker prints a line per iteration: iteration, unit
+ * bytes, streams, seconds, done (1 once tuned); worker
  * 0 writes the tuning log to -l LOG.  MODEL: resnet50, bert-base, or mlp
  * (784-512-512-10, for tests).
- *	model [-t off|on|reuse] [-u UNIT] [-b BACKWARD] [-l LOG] [-j] MODEL ITERS
+ * -S N opens the handle with N streams (default 1).
+ *	model [-t off|on|reuse] [-u UNIT] [-s MAX] [-S N] [-b BACKWARD] [-l LOG] [-j] MODEL ITERS
  */
 #include <errno.h>
 #include <getopt.h>
@@ -132,6 +134,7 @@ struct unit {
 int main(int argc, char **argv)
 {
 	struct agg_tuning_opts to = { .sz = sizeof(to) };
+	struct agg_opts ao = { .sz = sizeof(ao) };
 	struct agg_tuning *tu;
 	struct agg *a;
 	const char *mode = "off", *logf = NULL;
@@ -142,8 +145,10 @@ int main(int argc, char **argv)
 	int iters, c;
 	FILE *log = NULL;
 
-	while ((c = getopt(argc, argv, "t:u:b:l:j")) != -1) {
+	while ((c = getopt(argc, argv, "t:u:s:S:b:l:j")) != -1) {
 		switch (c) {
+		case 'S': ao.streams = (unsigned)atoi(optarg); break;
+		case 's': to.streams_max = (unsigned)atoi(optarg); break;
 		case 't': mode = optarg; break;
 		case 'u': unit = strtoull(optarg, NULL, 0); break;
 		case 'b': backward = atof(optarg); break;
@@ -174,7 +179,7 @@ int main(int argc, char **argv)
 		total += tensors[i];
 	to.model_bytes = total * 4;
 	to.unit = unit;
-	if (agg_open(&a, NULL)) {
+	if (agg_open(&a, &ao)) {
 		fprintf(stderr, "model: %s\n", agg_errmsg());
 		return 1;
 	}
@@ -239,7 +244,7 @@ int main(int argc, char **argv)
 					return 1;
 				}
 		t = now() - t0;
-		printf("%d %zu %.6f %d\n", it, s.unit, t, agg_tuning_done(tu));
+		printf("%d %zu %u %.6f %d\n", it, s.unit, s.streams, t, agg_tuning_done(tu));
 		fflush(stdout);
 		if (agg_tuning_report(tu, t)) {
 			fprintf(stderr, "model: %s\n", agg_errmsg());
@@ -255,7 +260,7 @@ int main(int argc, char **argv)
 	free(tensors);
 	return 0;
 usage:
-	fprintf(stderr, "usage: model [-t off|on|reuse] [-u UNIT] [-b BACKWARD] [-l LOG] [-j] "
+	fprintf(stderr, "usage: model [-t off|on|reuse] [-u UNIT] [-s MAX] [-S N] [-b BACKWARD] [-l LOG] [-j] "
 		"resnet50|bert-base|mlp ITERS\n");
 	return 2;
 }

@@ -29,7 +29,7 @@ test_expect_success 'setup: 3 workers, a plan of 4 MiB loaded' '
 '
 
 # model OUT RUN ARGS...: bench/model on every worker at once, as run RUN;
-# OUT.W (its lines: iteration unit seconds done), err.OUT.W, rc.OUT.W
+# OUT.W (its lines: iteration unit streams seconds done), err.OUT.W, rc.OUT.W
 model() {
 	m_o=$1 m_r=$2 && shift 2 && m_pids= &&
 	for w in w1 w2 w3; do
@@ -52,10 +52,10 @@ test_expect_success "tuning on, empty cache: every worker the same settings; con
 	units on.w1 >u1 && units on.w2 >u2 && units on.w3 >u3 &&
 	test_cmp u1 u2 && test_cmp u1 u3 &&
 	cat on.w1 &&
-	conv=$(awk "\$4 == 1 { print \$1; exit }" on.w1) &&
+	conv=$(awk "\$5 == 1 { print \$1; exit }" on.w1) &&
 	test -n "$conv" &&
 	best=$(awk -v c=$conv "\$1 == c { print \$2 }" on.w1) &&
-	awk -v c=$conv -v b=$best "\$1 >= c && (\$2 != b || \$4 != 1) { exit 1 }" on.w1 &&
+	awk -v c=$conv -v b=$best "\$1 >= c && (\$2 != b || \$5 != 1) { exit 1 }" on.w1 &&
 	# more than one unit was tried, each a power of two in 256 KiB .. 4 MiB
 	test $(sort -u u1 | wc -l) -gt 1 &&
 	awk "{ u = \$1; while (u > 1 && u % 2 == 0) u /= 2; if (u != 1 || \$1 < 262144 || \$1 > 4194304) exit 1 }" u1 &&
@@ -63,10 +63,10 @@ test_expect_success "tuning on, empty cache: every worker the same settings; con
 '
 
 test_expect_success 'the tuning log: one JSON object a trial, the setting each iteration ran' '
-	test $(wc -l <tune.log) = $(awk "\$4 == 0" on.w1 | wc -l) &&
+	test $(wc -l <tune.log) = $(awk "\$5 == 0" on.w1 | wc -l) &&
 	jq -r "[.trial, .technique, .setting.unit, .seconds] | @tsv" tune.log >trials &&
 	cat trials &&
-	awk "\$4 == 0 { print \$2 }" on.w1 >ran &&
+	awk "\$5 == 0 { print \$2 }" on.w1 >ran &&
 	cut -f3 trials >logged && test_cmp ran logged &&
 	head -1 trials | cut -f2 | grep -qx start &&
 	jq -s -e "map(select(.new_best)) | length > 0 and all(.found_by != null)" tune.log
@@ -83,7 +83,7 @@ test_expect_success 'tuning reuse: every worker starts at the cached unit, tuned
 	model reuse 2 -t reuse -b 0.02 mlp 3 &&
 	for w in w1 w2 w3; do
 		cat err.reuse.$w && test "$(cat rc.reuse.$w)" = 0 &&
-		awk -v b=$(cat best) "\$2 != b || \$4 != 1 { exit 1 }" reuse.$w || return 1
+		awk -v b=$(cat best) "\$2 != b || \$5 != 1 { exit 1 }" reuse.$w || return 1
 	done
 '
 
@@ -91,7 +91,7 @@ test_expect_success 'tuning off: the unit given (25 MiB, capped at the plan: 4 M
 	model off 3 -t off mlp 2 &&
 	for w in w1 w2 w3; do
 		test "$(cat rc.off.$w)" = 0 &&
-		awk "\$2 != 4194304 || \$4 != 1 { exit 1 }" off.$w || return 1
+		awk "\$2 != 4194304 || \$5 != 1 { exit 1 }" off.$w || return 1
 	done &&
 	model offu 4 -t off -u 524288 mlp 2 &&
 	awk "\$2 != 524288 { exit 1 }" offu.w2
@@ -109,6 +109,22 @@ test_expect_success 'a cache that does not parse: every worker fails, worker 0 n
 	grep -q "tune.cache:[0-9]*:[0-9]*: " err.broken.w1 &&
 	grep -q "worker 0 cannot read its tuning cache" err.broken.w2 &&
 	test_cmp bad cache/tune.cache
+'
+
+test_expect_success 'tuning the streams too (-s 4): the same (unit, streams) on every worker, streams used as set' '
+	AGG_CACHE_DIR=$PWD/cache2 model st 6 -t on -s 4 -b 0.02 mlp $ITERS &&
+	for w in w1 w2 w3; do
+		cat err.st.$w && test "$(cat rc.st.$w)" = 0 || return 1
+	done &&
+	awk "{ print \$2, \$3 }" st.w1 >s1 && awk "{ print \$2, \$3 }" st.w3 >s3 &&
+	test_cmp s1 s3 &&
+	cat s1 &&
+	awk "\$3 != 1 && \$3 != 2 && \$3 != 4 { exit 1 }" st.w1 &&
+	test $(awk "{ print \$3 }" st.w1 | sort -u | wc -l) -gt 1 &&
+	grep -q "streams=" cache2/tune.cache &&
+	# the node sent over the streams the tuner chose: stream 1 sent
+	agg-stat -j --node w2 >w2.json &&
+	jq -e "[.streams[] | select(.stream >= 1) | .sent] | add > 0" w2.json
 '
 
 test_expect_success 'unload' '

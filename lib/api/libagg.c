@@ -60,6 +60,7 @@ struct agg_req {
 	enum agg_dtype dtype;
 	enum agg_reduce op;
 	double timeout;
+	unsigned streams;		/* not 0: change the sender's streams */
 	bool done;
 	int rc;
 	char msg[MSG_LEN];
@@ -84,6 +85,7 @@ struct agg {
 	struct agg_req *head, *tail;	/* queued, not yet run */
 	struct agg_req *all;		/* not waited for, newest first */
 	bool stop;
+	bool lost;			/* set_streams failed twice: no sender */
 };
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -242,6 +244,31 @@ static int run_req(struct agg *a, struct agg_req *r)
 	return 0;
 }
 
+/* Send over r->streams streams from now on: a new sender, which starts
+ * from the old one's congestion state (the node's "cc" map). */
+static int set_streams(struct agg *a, struct agg_req *r)
+{
+	unsigned old = a->s.nstreams;
+	bool cc_off = a->s.cc_off;
+	int err = 0;
+
+	if (r->streams == old)
+		return 0;
+	flush_counters(a, true);
+	agg_sender_save(&a->s);
+	agg_sender_free(&a->s);
+	memset(a->flushed, 0, sizeof(a->flushed));
+	if (agg_sender_init(&a->s, &a->n, r->streams)) {
+		err = -errno;
+		snprintf(r->msg, sizeof(r->msg), "cannot set up %u streams: %s", r->streams,
+			 strerror(errno));
+		if (agg_sender_init(&a->s, &a->n, old))
+			a->lost = true;
+	}
+	a->s.cc_off = cc_off;
+	return err;
+}
+
 static void *engine(void *arg)
 {
 	struct agg *a = arg;
@@ -269,7 +296,13 @@ static void *engine(void *arg)
 			a->tail = NULL;
 		pthread_mutex_unlock(&a->lock);
 		r->msg[0] = '\0';
-		r->rc = r->count ? run_req(a, r) : 0;
+		if (a->lost) {
+			r->rc = -EIO;
+			snprintf(r->msg, sizeof(r->msg), "the handle lost its sender (setting "
+				 "streams failed): close it");
+		} else {
+			r->rc = r->streams ? set_streams(a, r) : r->count ? run_req(a, r) : 0;
+		}
 		flush_counters(a, false);
 		pthread_mutex_lock(&a->lock);
 		r->done = true;
@@ -454,6 +487,8 @@ void agg_close(struct agg *a)
 	free(a);
 }
 
+static int queue_req(struct agg *a, struct agg_req *r, struct agg_req **req);
+
 int agg_allreduce_start(struct agg *a, void *buf, size_t count, enum agg_dtype dtype,
 			enum agg_reduce op, double timeout, struct agg_req **req)
 {
@@ -479,6 +514,12 @@ int agg_allreduce_start(struct agg *a, void *buf, size_t count, enum agg_dtype d
 		return fail(-ENOMEM, "out of memory");
 	*r = (struct agg_req){ .a = a, .buf = buf, .count = count, .dtype = dtype, .op = op,
 			       .timeout = timeout > 0 ? timeout : a->timeout };
+	return queue_req(a, r, req);
+}
+
+/* Queue r for the engine: 0 and *req, or -ECANCELED (r freed). */
+static int queue_req(struct agg *a, struct agg_req *r, struct agg_req **req)
+{
 	pthread_mutex_lock(&a->lock);
 	if (a->stop) {
 		pthread_mutex_unlock(&a->lock);
@@ -574,4 +615,26 @@ unsigned agg_run(const struct agg *a)
 const struct agg_plan *agg_api_plan(const struct agg *a)
 {
 	return &a->n.plan;
+}
+
+unsigned agg_api_streams(const struct agg *a)
+{
+	return a->s.nstreams;
+}
+
+int agg_api_set_streams(struct agg *a, unsigned streams)
+{
+	struct agg_req *r, *req;
+	int err;
+
+	if (!streams || streams > AGG_MAX_STREAMS)
+		return fail(-EINVAL, "streams %u: 1 to %d", streams, AGG_MAX_STREAMS);
+	if (streams == agg_api_streams(a))
+		return 0;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return fail(-ENOMEM, "out of memory");
+	*r = (struct agg_req){ .a = a, .streams = streams };
+	err = queue_req(a, r, &req);
+	return err ? err : agg_wait(req);
 }

@@ -32,8 +32,9 @@
 struct agg_tuning {
 	struct agg *a;
 	enum agg_tuning_mode mode;
-	bool fixed;			/* off or reused: unit, no tuner */
+	bool fixed;			/* off or reused: unit, streams, no tuner */
 	size_t unit;
+	unsigned streams;		/* 0: the handle's */
 	struct agg_tune_space sp;
 	struct agg_tune *t;
 	struct agg_tune_fp fp;
@@ -133,7 +134,15 @@ int agg_tuning_open(struct agg *a, const struct agg_tuning_opts *opts, struct ag
 		*out = t;
 		return 0;
 	}
+	if (o.streams_max > AGG_MAX_STREAMS) {
+		free(t);
+		return agg_api_fail(-EINVAL, "agg_tuning_open: streams_max %u: at most %d",
+				    o.streams_max, AGG_MAX_STREAMS);
+	}
 	if ((err = agg_tune_space_add_pow2(&t->sp, "unit", (int64_t)o.unit_min, (int64_t)hi)) ||
+	    (o.streams_max > 1 &&
+	     (err = agg_tune_space_add_pow2(&t->sp, "streams", 1,
+					    (int64_t)pow2_floor(o.streams_max)))) ||
 	    (err = fingerprint(a, o.model_bytes ? o.model_bytes : plan_bytes, &t->fp))) {
 		free(t);
 		return agg_api_fail(err, "agg_tuning_open: %s", strerror(-err));
@@ -169,6 +178,8 @@ int agg_tuning_open(struct agg *a, const struct agg_tuning_opts *opts, struct ag
 	if (agreed[0] == 2 && o.mode == AGG_TUNING_REUSE) {
 		t->fixed = true;
 		t->unit = (size_t)agg_tune_value(&t->sp, &start, 0);
+		if (t->sp.n > 1)
+			t->streams = (unsigned)agg_tune_value(&t->sp, &start, 1);
 		*out = t;
 		return 0;
 	}
@@ -195,11 +206,16 @@ int agg_tuning_next(struct agg_tuning *t, struct agg_setting *s)
 		return agg_api_fail(-EINVAL, "agg_tuning_next: no tuning or no setting");
 	if (t->fixed) {
 		s->unit = t->unit;
-		return 0;
+		s->streams = t->streams;
+	} else {
+		if ((err = agg_tune_next(t->t, &x, NULL)))
+			return agg_api_fail(err, "agg_tuning_next: %s", strerror(-err));
+		s->unit = (size_t)agg_tune_value(&t->sp, &x, 0);
+		s->streams = t->sp.n > 1 ? (unsigned)agg_tune_value(&t->sp, &x, 1) : 0;
 	}
-	if ((err = agg_tune_next(t->t, &x, NULL)))
-		return agg_api_fail(err, "agg_tuning_next: %s", strerror(-err));
-	s->unit = (size_t)agg_tune_value(&t->sp, &x, 0);
+	if (s->streams && (err = agg_api_set_streams(t->a, s->streams)))
+		return err;
+	s->streams = agg_api_streams(t->a);
 	return 0;
 }
 

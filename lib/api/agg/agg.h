@@ -160,6 +160,8 @@ struct agg_tuning_opts {
 				 * default bucket) */
 	size_t unit_min, unit_max;	/* powers of two to try: 0: 256 KiB ..
 					 * the plan's size */
+	unsigned streams_max;	/* tune the streams too, over the powers of
+				 * two up to this; 0 or 1: the handle's */
 	uint64_t seed;		/* 0: 1 */
 	int max_trials;		/* 0: 50 */
 	FILE *log;		/* one line a trial (man 5 agg-tune), or NULL */
@@ -169,6 +171,7 @@ struct agg_tuning_opts {
 /* What to run an iteration with. */
 struct agg_setting {
 	size_t unit;		/* bytes of gradient an allreduce unit */
+	unsigned streams;	/* the handle's streams (set by agg_tuning_next) */
 };
 
 struct agg_tuning;
@@ -177,7 +180,8 @@ struct agg_tuning;
  * message names the file, line and column), and the allreduce's errors. */
 int agg_tuning_open(struct agg *a, const struct agg_tuning_opts *opts,
 		    struct agg_tuning **out);
-/* The setting for the next iteration (the same until it is reported). */
+/* The setting for the next iteration (the same until it is reported);
+ * it sets the handle's streams, so call it with no allreduce in flight. */
 int agg_tuning_next(struct agg_tuning *t, struct agg_setting *s);
 /* This worker's time of the iteration run with the last setting (> 0):
  * agreed with every worker's; once tuned, a no-op.  0, -EINVAL, or the
