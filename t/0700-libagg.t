@@ -36,7 +36,7 @@ test_expect_success 'the .so exports the API only, versioned AGG_1.0 (tuning: AG
 	test_cmp declared names &&
 	! grep -v "@@AGG_1\.[01]$" exported &&
 	grep "@@AGG_1\.1$" exported >v11 &&
-	test "$(sed "s/@@.*//" v11 | tr "\n" " ")" = "agg_tuning_close agg_tuning_done agg_tuning_next agg_tuning_open agg_tuning_report "
+	test "$(sed "s/@@.*//" v11 | tr "\n" " ")" = "agg_ready agg_tuning_close agg_tuning_done agg_tuning_next agg_tuning_open agg_tuning_report "
 '
 
 # pkg-config of the installed tree, as a user's build would use it

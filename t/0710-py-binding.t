@@ -327,4 +327,62 @@ test_expect_success 'a closed handle: EBADF' '
 	AGG_RUN=10 err_on w1 closed && grep "^errno EBADF: " err.closed
 '
 
+# ready.py (a newer run than every one above): readiness.  agg.ready of each rank's pattern is the AND of
+# them; then the DDP hook with readiness, fed 3 buckets in a different
+# order on every rank (as backward passes of different ranks may produce
+# them): each bucket's mean is right, because it is allreduced only once
+# every rank has it, in bucket order.
+cat >ready.py <<'EOF_PY'
+import numpy as np
+import torch
+import agg, agg.ddp
+
+a = agg.Agg(timeout=20)
+W, R = a.world_size, a.rank
+mine = [(i + R) % 3 != 0 for i in range(10)]
+want = [all((i + r) % 3 != 0 for r in range(W)) for i in range(10)]
+print("ready %s" % ("ok" if a.ready(mine) == want else "BAD %s" % a.ready(mine)), flush=True)
+
+
+class Bucket:
+    def __init__(self, i, t, last):
+        self.i, self.t, self.last = i, t, last
+
+    def index(self):
+        return self.i
+
+    def buffer(self):
+        return self.t
+
+    def is_last(self):
+        return self.last
+
+
+st = agg.ddp.AggState(a, readiness=True)
+for it in range(2):
+    order = [(k + R + it) % 3 for k in range(3)]
+    ts = {i: torch.full((1000 + i,), float((R + 1) * (i + 1))) for i in range(3)}
+    futs = {}
+    for n, i in enumerate(order):
+        futs[i] = agg.ddp.allreduce_hook(st, Bucket(i, ts[i], n == 2))
+    bad = 0
+    for i in range(3):
+        res = futs[i].wait()
+        mean = sum((r + 1) * (i + 1) for r in range(W)) / W
+        bad += int(res.numel() != 1000 + i or (res - mean).abs().max().item() > 1e-5 * mean)
+    print("iteration %d order %s %s" % (it, order, "ok" if bad == 0 else "BAD(%d)" % bad), flush=True)
+st.close()
+EOF_PY
+
+test_expect_success 'readiness: agg.ready is the AND over the workers; the DDP hook with readiness, buckets in a different order on every rank, right means' '
+	AGG_RUN=11 py_all ready $W -- ready.py &&
+	for w in $W; do
+		cat ready.$w err.ready.$w &&
+		grep -qx "ready ok" ready.$w &&
+		test "$(grep -c "^iteration [01] order .* ok\$" ready.$w)" = 2 || return 1
+	done &&
+	test "$(py_rcs ready $W)" = "0 0 0 " &&
+	grep -q "order \[1, 2, 0\]" ready.w2
+'
+
 test_done

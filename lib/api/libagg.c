@@ -587,6 +587,28 @@ int agg_allreduce(struct agg *a, void *buf, size_t count, enum agg_dtype dtype,
 	return err ? err : agg_wait(r);
 }
 
+int agg_ready(struct agg *a, const uint8_t *mine, uint8_t *all, size_t n, double timeout)
+{
+	float *v;
+	int err;
+
+	if (!a || (n && (!mine || !all)))
+		return fail(-EINVAL, "agg_ready: no handle or no vectors");
+	if (n > a->n.l.nvalues)
+		return fail(-EINVAL, "agg_ready: %zu units: the plan of job %u takes at most %llu",
+			    n, a->n.plan.job, (unsigned long long)a->n.l.nvalues);
+	v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v)
+		return fail(-ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		v[i] = mine[i] ? 1.0f : 0.0f;
+	err = agg_allreduce(a, v, n, AGG_FLOAT32, AGG_REDUCE_MIN, timeout);
+	for (size_t i = 0; !err && i < n; i++)
+		all[i] = v[i] > 0.5f;
+	free(v);
+	return err;
+}
+
 size_t agg_max_count(const struct agg *a)
 {
 	return a->n.l.nvalues;

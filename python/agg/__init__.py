@@ -122,6 +122,10 @@ def _load():
         for name, (res, args) in sig.items():
             f = getattr(lib, name)
             f.restype, f.argtypes = res, args
+        # newer than AGG_1.0: a library without it still loads
+        if hasattr(lib, "agg_ready"):
+            lib.agg_ready.restype = I
+            lib.agg_ready.argtypes = [P, P, P, Z, D]
         _lib, _lib_path = lib, path
         return lib
 
@@ -325,6 +329,19 @@ class Agg:
             # until waited for, the handle keeps the buffer alive
             self._inflight.add(r)
         return r
+
+    def ready(self, mine, timeout=None):
+        """Readiness (AIACC-Training V-A): mine is a sequence of n truth
+        values, one per gradient unit; returns the list of n bools, true
+        where the unit is ready on every worker (a min-allreduce through
+        the data plane: every worker calls it alike)."""
+        if not hasattr(_lib, "agg_ready"):
+            raise AggError(_errno.ENOSYS, "agg: this libagg has no agg_ready (AGG_1.1)")
+        n = len(mine)
+        vec = (ctypes.c_uint8 * max(n, 1))(*[1 if m else 0 for m in mine])
+        _check(_lib.agg_ready(self._handle(), ctypes.cast(vec, ctypes.c_void_p),
+                              ctypes.cast(vec, ctypes.c_void_p), n, float(timeout or 0)))
+        return [bool(vec[i]) for i in range(n)]
 
     def _forget(self, r):
         with self._lock:

@@ -34,12 +34,26 @@ class AggState:
     completes the hook's futures in the order the buckets were started.
 
     sync=True waits inside the hook instead (the bucket's allreduce then no
-    longer overlaps the rest of the backward pass)."""
+    longer overlaps the rest of the backward pass).
 
-    def __init__(self, handle, world_size=None, sync=False):
+    readiness=True launches each bucket once it is ready on every rank
+    (AIACC-Training's readiness vector: a min-allreduce of one value per
+    bucket at every hook call), in bucket order, so ranks whose backward
+    passes produce the buckets in different orders still allreduce the
+    same bucket together.  Buckets are numbered by bucket.index(), below
+    READY_MAX; an iteration ends with the bucket whose is_last() is true.
+    The readiness allreduce queues behind the buckets in flight (one
+    allreduce runs at a time), so it costs overlap."""
+
+    READY_MAX = 64
+
+    def __init__(self, handle, world_size=None, sync=False, readiness=False):
         self.agg = handle
         self.world_size = world_size or handle.world_size
         self.sync = sync
+        self.readiness = readiness
+        self._mine = [0] * self.READY_MAX	# buckets this rank has, this iteration
+        self._held = {}			# index -> (buffer, future): not launched yet
         self.max_count = handle.max_count
         self.buckets = 0	# hook calls, and allreduces (chunks) started
         self.chunks = 0
@@ -109,11 +123,55 @@ def _state(state):
                     % type(state).__name__)
 
 
+def _launch(st, buf, fut):
+    """Start buf's allreduces (max_count values each) for the waiter."""
+    flat = buf.view(-1)
+    reqs = []
+    try:
+        for lo in range(0, flat.numel(), st.max_count):
+            reqs.append(st.agg.allreduce_start(flat[lo:lo + st.max_count]))
+            st.chunks += 1
+    except BaseException:
+        for r in reqs:
+            try:
+                r.wait()
+            except agg.AggError:
+                pass
+        raise
+    st._submit((reqs, buf, fut))
+
+
+def _ready_hook(st, bucket):
+    """The hook with readiness: hold the bucket, agree with every rank which
+    buckets all of them hold, launch those in bucket order."""
+    i = bucket.index()
+    if i >= st.READY_MAX:
+        raise agg.AggError(22, "agg.ddp: bucket %d: readiness takes at most %d buckets "
+                           "(a larger bucket_cap_mb makes fewer)" % (i, st.READY_MAX))
+    fut = torch.futures.Future()
+    st.buckets += 1
+    st._mine[i] = 1
+    st._held[i] = (bucket.buffer(), fut)
+    everywhere = st.agg.ready(st._mine)
+    for j in sorted(st._held):
+        if everywhere[j]:
+            buf, f = st._held.pop(j)
+            _launch(st, buf, f)
+    if bucket.is_last():
+        if st._held:
+            raise agg.AggError(71, "agg.ddp: buckets %s were never ready on every rank"
+                               % sorted(st._held))
+        st._mine = [0] * st.READY_MAX
+    return fut.then(_value)
+
+
 def allreduce_hook(state, bucket):
     """DDP communication hook: the mean of the bucket's gradients over every
     rank through agg.  A bucket larger than the plan's size goes as several
     allreduces of at most max_count values each."""
     st = _state(state)
+    if st.readiness and not st.sync:
+        return _ready_hook(st, bucket)
     buf = bucket.buffer()
     flat = buf.view(-1)
     n = flat.numel()
@@ -129,19 +187,7 @@ def allreduce_hook(state, bucket):
         buf.div_(st.world_size)
         fut.set_result(buf)
         return fut
-    reqs = []
-    try:
-        for lo in range(0, n, step):
-            reqs.append(st.agg.allreduce_start(flat[lo:lo + step]))
-            st.chunks += 1
-    except BaseException:
-        for r in reqs:
-            try:
-                r.wait()
-            except agg.AggError:
-                pass
-        raise
-    st._submit((reqs, buf, fut))
+    _launch(st, buf, fut)
     # DDP's reducer reads the future's value in C++, where set_exception's
     # error is only a value ("Unable to cast ... to Tensor"): a callback
     # that raises it marks the future it returns as failed, so backward()

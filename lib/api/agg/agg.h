@@ -131,6 +131,17 @@ const char *agg_errmsg(void);
 const char *agg_version(void);
 
 /*
+ * Readiness (AIACC-Training Sec. V-A): which of n gradient units are ready
+ * on every worker.  all[i] becomes 1 where every worker's mine[i] is not
+ * 0, else 0: a min-allreduce of n values through the data plane (an
+ * iteration of the run, like any allreduce), so a unit can start as soon
+ * as every worker has it, without a coordinator.  n up to agg_max_count;
+ * mine and all may be the same array.  0, or agg_allreduce's errors (all
+ * then unchanged).
+ */
+int agg_ready(struct agg *a, const uint8_t *mine, uint8_t *all, size_t n, double timeout);
+
+/*
  * Auto-tuning (AIACC-Training Sec. VI; man 5 agg-tune): during the first
  * iterations of a job, how the caller packs its gradients into allreduce
  * units (the unit size) is tuned by a bandit over search techniques, and
