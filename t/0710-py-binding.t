@@ -182,8 +182,7 @@ for sync in (False, True):
     print("case hook-%s chunks=%d n=%d %s digest=%s" % ("sync" if sync else "async", st.chunks,
           len(res), "ok" if bad == 0 else "BAD(%d)" % bad, digest(t)), flush=True)
     if not sync:
-        st._q.put(None)		# the waiter: done; the handle stays open
-        st._thread.join()
+        st._stop_waiter()		# the waiter: done; the handle stays open
 # a bare handle as the hook's state: a bucket within max_count, one allreduce
 t, xs = tensor(42, 1000, torch.float32)
 res = agg.ddp.allreduce_hook(a, Bucket(t)).wait()

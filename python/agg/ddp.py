@@ -17,9 +17,11 @@ hook's allreduces are the job's iterations, so every rank must register it
 A restart under torchrun opens a newer run by itself ($AGG_RUN +
 $TORCHELASTIC_RESTART_COUNT), so the job needs no reload.
 """
+import atexit
 import os
 import queue
 import threading
+import weakref
 
 import torch
 
@@ -88,15 +90,24 @@ class AggState:
                 self._thread = threading.Thread(target=self._waiter, name="agg-ddp-waiter",
                                                 daemon=True)
                 self._thread.start()
+                # joined before the interpreter exits: a daemon thread
+                # still inside torch's C++ (completing a future) when
+                # Python finalizes is killed there, and the process
+                # aborts ("terminate called without an active exception")
+                atexit.register(_stop_at_exit, weakref.ref(self))
         self._q.put(item)
 
-    def close(self):
-        """Stop the waiter thread (after the buckets queued) and close the handle."""
+    def _stop_waiter(self):
+        """Stop the waiter thread after the buckets queued, and join it."""
         with self._lock:
             t, self._thread = self._thread, None
         if t is not None:
             self._q.put(None)
             t.join()
+
+    def close(self):
+        """Stop the waiter thread (after the buckets queued) and close the handle."""
+        self._stop_waiter()
         self.agg.close()
 
     def __enter__(self):
@@ -108,6 +119,12 @@ class AggState:
     # DDP pickles the state with the model in some paths; a handle cannot be
     def __getstate__(self):
         raise TypeError("agg.ddp.AggState holds an open agg handle: it cannot be pickled")
+
+
+def _stop_at_exit(ref):
+    st = ref()
+    if st is not None:
+        st._stop_waiter()
 
 
 def _state(state):
