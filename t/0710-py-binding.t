@@ -326,11 +326,12 @@ test_expect_success 'a closed handle: EBADF' '
 	AGG_RUN=10 err_on w1 closed && grep "^errno EBADF: " err.closed
 '
 
-# ready.py (a newer run than every one above): readiness.  agg.ready of each rank's pattern is the AND of
-# them; then the DDP hook with readiness, fed 3 buckets in a different
-# order on every rank (as backward passes of different ranks may produce
+# ready.py (a newer run than every one above): readiness.  agg.ready of
+# each rank's pattern is the AND of them; then the DDP hook with
+# readiness, fed 3 buckets in a different order on every rank (as backward passes of different ranks may produce
 # them): each bucket's mean is right, because it is allreduced only once
-# every rank has it, in bucket order.
+# every rank has it, in bucket order (is_last() as torch's: the bucket
+# of the highest index, which comes first on some ranks).
 cat >ready.py <<'EOF_PY'
 import numpy as np
 import torch
@@ -362,8 +363,8 @@ for it in range(2):
     order = [(k + R + it) % 3 for k in range(3)]
     ts = {i: torch.full((1000 + i,), float((R + 1) * (i + 1))) for i in range(3)}
     futs = {}
-    for n, i in enumerate(order):
-        futs[i] = agg.ddp.allreduce_hook(st, Bucket(i, ts[i], n == 2))
+    for i in order:
+        futs[i] = agg.ddp.allreduce_hook(st, Bucket(i, ts[i], i == 2))
     bad = 0
     for i in range(3):
         res = futs[i].wait()

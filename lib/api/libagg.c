@@ -250,14 +250,17 @@ static int set_streams(struct agg *a, struct agg_req *r)
 {
 	unsigned old = a->s.nstreams;
 	bool cc_off = a->s.cc_off;
-	int err = 0;
+	int sig = a->s.sig, err = 0;
 
 	if (r->streams == old)
 		return 0;
 	flush_counters(a, true);
 	agg_sender_save(&a->s);
+	a->s.sig = -1;		/* the fetch signal's socket goes to the new sender */
 	agg_sender_free(&a->s);
+	/* The new sender counts from 0; the handle's iterations go on. */
 	memset(a->flushed, 0, sizeof(a->flushed));
+	a->flushed[AGG_SENT_ITERS] = a->iters;
 	if (agg_sender_init(&a->s, &a->n, r->streams)) {
 		err = -errno;
 		snprintf(r->msg, sizeof(r->msg), "cannot set up %u streams: %s", r->streams,
@@ -265,6 +268,10 @@ static int set_streams(struct agg *a, struct agg_req *r)
 		if (agg_sender_init(&a->s, &a->n, old))
 			a->lost = true;
 	}
+	if (a->lost && sig >= 0)
+		close(sig);
+	else
+		a->s.sig = sig;
 	a->s.cc_off = cc_off;
 	return err;
 }

@@ -111,9 +111,9 @@ int agg_tuning_open(struct agg *a, const struct agg_tuning_opts *opts, struct ag
 		return agg_api_fail(-EINVAL, "agg_tuning_open: mode %d is none of off, on, reuse",
 				    (int)o.mode);
 	plan_bytes = (uint64_t)agg_max_count(a) * 4;
-	if (!o.unit_min)
-		o.unit_min = UNIT_MIN;
 	hi = o.unit_max ? o.unit_max : pow2_floor(plan_bytes);
+	if (!o.unit_min)
+		o.unit_min = UNIT_MIN < hi ? UNIT_MIN : hi;	/* a small plan: its size */
 	if (o.unit_min & (o.unit_min - 1) || hi & (hi - 1) || o.unit_min > hi || hi > plan_bytes)
 		return agg_api_fail(-EINVAL, "agg_tuning_open: units %zu..%" PRIu64 " bytes: "
 				    "powers of two, the smaller first, at most the plan's %" PRIu64,
@@ -158,8 +158,11 @@ int agg_tuning_open(struct agg *a, const struct agg_tuning_opts *opts, struct ag
 			agg_tune_cache_lookup(&cache, &t->fp, NEAR_MAX, &hit);
 		agg_tune_cache_free(&cache);
 		if (hit.match != AGG_TUNE_MISS) {
-			agg_tune_space_find(&t->sp, &hit.e.set, &start);
-			agreed[0] = hit.match == AGG_TUNE_EXACT ? 2 : 1;
+			/* An entry tuned without one of our parameters (the
+			 * streams) only seeds the search, exact or not. */
+			int found = agg_tune_space_find(&t->sp, &hit.e.set, &start);
+
+			agreed[0] = hit.match == AGG_TUNE_EXACT && found == t->sp.n ? 2 : 1;
 			for (int k = 0; k < t->sp.n; k++)
 				agreed[1 + k] = (float)start.i[k];
 		}
@@ -242,16 +245,28 @@ int agg_tuning_report(struct agg_tuning *t, double seconds)
 	float v[1];
 	int err;
 
-	if (!t || !(seconds > 0) || !isfinite(seconds))
-		return agg_api_fail(-EINVAL, "agg_tuning_report: a time > 0 s, not %g", seconds);
+	bool bad = !(seconds > 0) || !isfinite(seconds);
+
+	if (!t)
+		return agg_api_fail(-EINVAL, "agg_tuning_report: no tuning");
 	if (t->fixed || agg_tune_converged(t->t))
-		return 0;
-	v[0] = (float)seconds;
+		return bad ? agg_api_fail(-EINVAL, "agg_tuning_report: a time > 0 s, not %g",
+					  seconds) : 0;
+	/* A bad time still takes part (as -1), or the other workers would
+	 * wait for it and the next allreduce would take its iteration; the
+	 * largest good time is every worker's, none: every worker fails. */
+	v[0] = bad ? -1.0f : (float)seconds;
 	if ((err = agg_allreduce(t->a, v, 1, AGG_FLOAT32, AGG_REDUCE_MAX, 0)))
 		return err;
+	if (!(v[0] > 0))
+		return agg_api_fail(-EINVAL, "agg_tuning_report: no worker had a time > 0 s%s",
+				    bad ? "" : " but this one");
 	if ((err = agg_tune_next(t->t, &x, NULL)) ||
 	    (err = agg_tune_report(t->t, &x, v[0])))
 		return agg_api_fail(err, "agg_tuning_report: %s", strerror(-err));
+	if (bad)
+		return agg_api_fail(-EINVAL, "agg_tuning_report: a time > 0 s, not %g (the "
+				    "other workers' was taken)", seconds);
 	for (; t->log && t->logged < agg_tune_nevents(t->t); t->logged++)
 		agg_tune_fprint_event(t->log, t->json, t->t, agg_tune_event(t->t, t->logged));
 	if (t->log)

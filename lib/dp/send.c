@@ -100,6 +100,7 @@ static int event_nop(void *ctx, void *data, size_t size)
  * used.
  */
 #define CC_KEEP		600.0
+#define CWND_MIN	2	/* the congestion window's floor, segments */
 static void cc_load(struct agg_sender *s)
 {
 	struct agg_cc_state cs;
@@ -112,6 +113,8 @@ static void cc_load(struct agg_sender *s)
 		struct agg_stream *st = &s->st[k];
 
 		st->cwnd = (double)cs.cwnd_milli / 1000 / s->nstreams;
+		if (st->cwnd < CWND_MIN)
+			st->cwnd = CWND_MIN;	/* more streams than before */
 		st->slow_start = false;
 		st->rtt_med = (double)cs.rtt_med_ns * 1e-9;
 		st->rtt_base = (double)cs.rtt_base_ns * 1e-9;
@@ -130,10 +133,14 @@ double agg_sender_cwnd(const struct agg_sender *s)
 double agg_sender_rtt(const struct agg_sender *s)
 {
 	double r = 0;
+	unsigned n = 0;
 
 	for (unsigned k = 0; k < s->nstreams; k++)
-		r += s->st[k].rtt_med / s->nstreams;
-	return r;
+		if (s->st[k].rtt_med > 0) {	/* a stream that never ran has none */
+			r += s->st[k].rtt_med;
+			n++;
+		}
+	return n ? r / n : 0;
 }
 
 int agg_sender_save(const struct agg_sender *s)
@@ -583,7 +590,6 @@ static void rtt_sample(struct agg_stream *s, double r)
  */
 #define REO_MIN		0.001	/* reordering tolerated: RACK's window */
 #define CWND_INIT	8
-#define CWND_MIN	2
 #define CC_TARGET	0.003
 static void cc_result(struct agg_stream *s, uint32_t limit, double trip, uint64_t seq)
 {
@@ -862,6 +868,8 @@ static void stream_phase(struct agg_stream *st, struct agg_phase *ph)
 		st->cwnd = share;
 	} else if (st->cwnd > share) {
 		st->cwnd = share;
+	} else if (st->cwnd && st->cwnd < CWND_MIN) {
+		st->cwnd = CWND_MIN < share ? CWND_MIN : share;
 	} else if (!st->cwnd) {
 		/* The streams start with one stream's window between them. */
 		uint32_t init = (CWND_INIT + s->nstreams - 1) / s->nstreams;

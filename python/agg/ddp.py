@@ -43,7 +43,8 @@ class AggState:
     bucket at every hook call), in bucket order, so ranks whose backward
     passes produce the buckets in different orders still allreduce the
     same bucket together.  Buckets are numbered by bucket.index(), below
-    READY_MAX; an iteration ends with the bucket whose is_last() is true.
+    READY_MAX; an iteration is over once the hook has had as many buckets
+    as the is_last() bucket's index + 1.
     The readiness allreduce queues behind the buckets in flight (one
     allreduce runs at a time), so it costs overlap."""
 
@@ -56,6 +57,8 @@ class AggState:
         self.readiness = readiness
         self._mine = [0] * self.READY_MAX	# buckets this rank has, this iteration
         self._held = {}			# index -> (buffer, future): not launched yet
+        self._calls = 0			# hook calls this iteration
+        self._nbuckets = 0		# buckets an iteration (from is_last()), 0: not known
         self.max_count = handle.max_count
         self.buckets = 0	# hook calls, and allreduces (chunks) started
         self.chunks = 0
@@ -97,13 +100,14 @@ class AggState:
                 atexit.register(_stop_at_exit, weakref.ref(self))
         self._q.put(item)
 
-    def _stop_waiter(self):
-        """Stop the waiter thread after the buckets queued, and join it."""
+    def _stop_waiter(self, timeout=None):
+        """Stop the waiter thread after the buckets queued, and join it
+        (for at most timeout seconds: None, until it ends)."""
         with self._lock:
             t, self._thread = self._thread, None
         if t is not None:
             self._q.put(None)
-            t.join()
+            t.join(timeout)
 
     def close(self):
         """Stop the waiter thread (after the buckets queued) and close the handle."""
@@ -124,7 +128,9 @@ class AggState:
 def _stop_at_exit(ref):
     st = ref()
     if st is not None:
-        st._stop_waiter()
+        # bounded: with a peer gone, each queued bucket would wait out its
+        # whole timeout
+        st._stop_waiter(timeout=10)
 
 
 def _state(state):
@@ -167,18 +173,31 @@ def _ready_hook(st, bucket):
                            "(a larger bucket_cap_mb makes fewer)" % (i, st.READY_MAX))
     fut = torch.futures.Future()
     st.buckets += 1
+    st._calls += 1
+    if bucket.is_last():
+        st._nbuckets = i + 1
     st._mine[i] = 1
     st._held[i] = (bucket.buffer(), fut)
-    everywhere = st.agg.ready(st._mine)
-    for j in sorted(st._held):
-        if everywhere[j]:
-            buf, f = st._held.pop(j)
-            _launch(st, buf, f)
-    if bucket.is_last():
-        if st._held:
+    try:
+        everywhere = st.agg.ready(st._mine)
+        for j in sorted(st._held):
+            if everywhere[j]:
+                buf, f = st._held.pop(j)
+                _launch(st, buf, f)
+        if st._nbuckets and st._calls >= st._nbuckets and st._held:
             raise agg.AggError(71, "agg.ddp: buckets %s were never ready on every rank"
                                % sorted(st._held))
+    except BaseException as e:
+        # the iteration is lost: the next one starts afresh
+        for _, f in st._held.values():
+            f.set_exception(e)
+        st._held.clear()
         st._mine = [0] * st.READY_MAX
+        st._calls = 0
+        raise
+    if st._nbuckets and st._calls >= st._nbuckets:
+        st._mine = [0] * st.READY_MAX
+        st._calls = 0
     return fut.then(_value)
 
 
