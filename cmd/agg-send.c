@@ -119,6 +119,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case ARGP_KEY_END:
 		if (env.sparse && env.op != AGG_OP_SUM)
 			argp_error(state, "--sparse sums: no --op");
+		if (env.sparse && (env.streams != 1 || env.cc_off))
+			argp_error(state, "--sparse sends over one acknowledged window: "
+				   "no --streams or --cc");
 		break;
 	case ARGP_KEY_ARG:
 		if (env.file)

@@ -112,6 +112,11 @@ test_expect_success 'a bad --streams is bad usage (exit 2), one clear line, noth
 		head -1 err >first &&
 		grep "^agg-send: bad --streams .$bad. (1 to 64, or auto)$" first || { cat err; return 1; }
 	done &&
+	for opt in "--streams 2" "--streams auto" "--cc off"; do
+		test_expect_code 2 vcluster_run c1 agg-send --sparse $opt in.1.c1 2>err &&
+		grep "^agg-send: --sparse sends over one acknowledged window: no --streams or --cc$" err ||
+		{ cat err; return 1; }
+	done &&
 	agg-stat --node c1 >after &&
 	grep -v "^other " before >b && grep -v "^other " after >a && test_cmp b a
 '
