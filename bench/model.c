@@ -228,8 +228,13 @@ int main(int argc, char **argv)
 			for (size_t o = 0; o < u[nu - 1].n; o += maxc) {
 				size_t n = u[nu - 1].n - o < maxc ? u[nu - 1].n - o : maxc;
 
-				if (u[nu - 1].nreq == 64 ||
-				    agg_allreduce_start(a, x + u[nu - 1].lo + o, n, AGG_FLOAT32,
+				if (u[nu - 1].nreq == 64) {
+					fprintf(stderr, "model: a unit of %zu bytes is over 64 of "
+						"the plan's %zu values: plan a larger --size\n",
+						u[nu - 1].n * 4, maxc);
+					return 1;
+				}
+				if (agg_allreduce_start(a, x + u[nu - 1].lo + o, n, AGG_FLOAT32,
 							AGG_REDUCE_SUM, 0,
 							&u[nu - 1].req[u[nu - 1].nreq++])) {
 					fprintf(stderr, "model: %s\n", agg_errmsg());

@@ -41,7 +41,6 @@ int agg_api_fail(int err, const char *fmt, ...)
 	va_end(ap);
 	return err;
 }
-#define fail agg_api_fail
 
 const char *agg_errmsg(void)
 {
@@ -333,7 +332,7 @@ static int parse_env_u32(const char *name, uint32_t max, uint32_t *out)
 	errno = 0;
 	v = strtoull(e, &end, 10);
 	if (errno || *end || *e == '-' || v > max)
-		return fail(-EINVAL, "%s='%s' is not a number from 0 to %u", name, e, max);
+		return agg_api_fail(-EINVAL, "%s='%s' is not a number from 0 to %u", name, e, max);
 	*out = (uint32_t)v;
 	return 0;
 }
@@ -346,7 +345,7 @@ static int pick_run(const struct agg_opts *o, uint32_t *run)
 
 	if (o->flags & AGG_OPEN_RUN) {
 		if (o->run > 0xffff)
-			return fail(-EINVAL, "run %u: runs are 0 to 65535", o->run);
+			return agg_api_fail(-EINVAL, "run %u: runs are 0 to 65535", o->run);
 		*run = o->run;
 		return 0;
 	}
@@ -367,7 +366,7 @@ static int check_run(struct agg *a)
 	if (agg_node_run_over(&a->n, a->run, errmsg, sizeof(errmsg)))
 		return -ESTALE;
 	if (sent && agg_ver_run(sent) == a->run)
-		return fail(-EALREADY, "run %u has sent iterations on node %s already (up to %u): "
+		return agg_api_fail(-EALREADY, "run %u has sent iterations on node %s already (up to %u): "
 			    "a job that starts again needs a newer run on every worker "
 			    "(AGG_RUN, or torchrun's restart count)", a->run, name,
 			    agg_ver_iter(sent));
@@ -386,32 +385,32 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 	if (opts) {
 		if (opts->sz < offsetof(struct agg_opts, timeout) + sizeof(double) &&
 		    opts->sz != 0)
-			return fail(-EINVAL, "struct agg_opts: sz %zu is too small", opts->sz);
+			return agg_api_fail(-EINVAL, "struct agg_opts: sz %zu is too small", opts->sz);
 		memcpy(&o, opts, opts->sz && opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 		if (o.flags & ~AGG_OPEN_RUN)
-			return fail(-EINVAL, "flags 0x%x: unknown bits", o.flags);
+			return agg_api_fail(-EINVAL, "flags 0x%x: unknown bits", o.flags);
 	}
 	if (o.timeout < 0 || o.timeout > 86400)
-		return fail(-EINVAL, "timeout %g: seconds, up to 86400", o.timeout);
+		return agg_api_fail(-EINVAL, "timeout %g: seconds, up to 86400", o.timeout);
 	if (o.streams > AGG_MAX_STREAMS && o.streams != AGG_STREAMS_AUTO)
-		return fail(-EINVAL, "streams %u: 1 to %d, or AGG_STREAMS_AUTO", o.streams,
+		return agg_api_fail(-EINVAL, "streams %u: 1 to %d, or AGG_STREAMS_AUTO", o.streams,
 			    AGG_MAX_STREAMS);
 	pin_dir = o.pin_dir ? o.pin_dir : getenv("AGG_PIN_DIR") && *getenv("AGG_PIN_DIR") ?
 		  getenv("AGG_PIN_DIR") : AGG_PIN_DIR;
 	a = calloc(1, sizeof(*a));
 	if (!a)
-		return fail(-ENOMEM, "out of memory");
+		return agg_api_fail(-ENOMEM, "out of memory");
 	a->s.sig = -1;
 	a->timeout = o.timeout ? o.timeout : 30;
 	if ((err = pick_run(&o, &a->run)))
 		goto fail_free;
 	err = agg_node_open(&a->n, pin_dir, o.job, o.node, why, sizeof(why));
 	if (err) {
-		fail(err, "%s", why);
+		agg_api_fail(err, "%s", why);
 		goto fail_node;
 	}
 	if (a->n.plan.node[a->n.self].role != AGG_ROLE_WORKER) {
-		err = fail(-EINVAL, "node %s is a parameter server: it has no gradient to "
+		err = agg_api_fail(-EINVAL, "node %s is a parameter server: it has no gradient to "
 			   "allreduce", a->n.plan.node[a->n.self].name);
 		goto fail_node;
 	}
@@ -420,19 +419,19 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 	if ((err = check_run(a)))
 		goto fail_node;
 	if ((err = agg_node_map_results(&a->n))) {
-		fail(err, "%s: cannot map the results: %s", a->n.dir, strerror(-err));
+		agg_api_fail(err, "%s: cannot map the results: %s", a->n.dir, strerror(-err));
 		goto fail_node;
 	}
 	if (o.streams == AGG_STREAMS_AUTO)
 		o.streams = agg_streams_auto(&a->n, NULL, 0);
 	if (agg_sender_init(&a->s, &a->n, o.streams)) {
-		err = fail(-errno, "cannot set up sending on node %s: %s",
+		err = agg_api_fail(-errno, "cannot set up sending on node %s: %s",
 			   a->n.plan.node[a->n.self].name, strerror(errno));
 		goto fail_node;
 	}
 	err = agg_sender_listen(&a->s);
 	if (err) {
-		fail(err, "cannot listen for node %s's results on port %u: %s%s",
+		agg_api_fail(err, "cannot listen for node %s's results on port %u: %s%s",
 		     a->n.plan.node[a->n.self].name, a->n.plan.port + 1, strerror(-err),
 		     err == -EADDRINUSE ? " (an agg-recv, or another process that opened the "
 		     "node, uses it)" : "");
@@ -440,7 +439,7 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 	}
 	a->scratch = malloc(a->n.l.nvalues * sizeof(float));
 	if (!a->scratch) {
-		err = fail(-ENOMEM, "out of memory (%llu values)",
+		err = agg_api_fail(-ENOMEM, "out of memory (%llu values)",
 			   (unsigned long long)a->n.l.nvalues);
 		goto fail_sender;
 	}
@@ -449,7 +448,7 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 	a->flushed_at = agg_now();
 	err = -pthread_create(&a->thread, NULL, engine, a);
 	if (err) {
-		fail(err, "cannot start the engine thread: %s", strerror(-err));
+		agg_api_fail(err, "cannot start the engine thread: %s", strerror(-err));
 		pthread_cond_destroy(&a->cond);
 		pthread_mutex_destroy(&a->lock);
 		goto fail_sender;
@@ -503,22 +502,22 @@ int agg_allreduce_start(struct agg *a, void *buf, size_t count, enum agg_dtype d
 
 	*req = NULL;
 	if (!a)
-		return fail(-EINVAL, "no handle");
+		return agg_api_fail(-EINVAL, "no handle");
 	if (dtype != AGG_FLOAT32 && dtype != AGG_FLOAT16 && dtype != AGG_BFLOAT16)
-		return fail(-EINVAL, "dtype %d: AGG_FLOAT32, AGG_FLOAT16 or AGG_BFLOAT16", dtype);
+		return agg_api_fail(-EINVAL, "dtype %d: AGG_FLOAT32, AGG_FLOAT16 or AGG_BFLOAT16", dtype);
 	if (op != AGG_REDUCE_SUM && op != AGG_REDUCE_MAX && op != AGG_REDUCE_MIN)
-		return fail(-EINVAL, "op %d: AGG_REDUCE_SUM, _MAX or _MIN", op);
+		return agg_api_fail(-EINVAL, "op %d: AGG_REDUCE_SUM, _MAX or _MIN", op);
 	if (count > a->n.l.nvalues)
-		return fail(-EINVAL, "%zu values: the plan of job %u takes at most %llu "
+		return agg_api_fail(-EINVAL, "%zu values: the plan of job %u takes at most %llu "
 			    "(its size, %llu bytes of float32)", count, a->n.plan.job,
 			    (unsigned long long)a->n.l.nvalues, (unsigned long long)a->n.plan.size);
 	if (count && !buf)
-		return fail(-EINVAL, "no buffer");
+		return agg_api_fail(-EINVAL, "no buffer");
 	if (timeout > 86400 || timeout != timeout)
-		return fail(-EINVAL, "timeout %g: seconds, up to 86400", timeout);
+		return agg_api_fail(-EINVAL, "timeout %g: seconds, up to 86400", timeout);
 	r = calloc(1, sizeof(*r));
 	if (!r)
-		return fail(-ENOMEM, "out of memory");
+		return agg_api_fail(-ENOMEM, "out of memory");
 	*r = (struct agg_req){ .a = a, .buf = buf, .count = count, .dtype = dtype, .op = op,
 			       .timeout = timeout > 0 ? timeout : a->timeout };
 	return queue_req(a, r, req);
@@ -531,7 +530,7 @@ static int queue_req(struct agg *a, struct agg_req *r, struct agg_req **req)
 	if (a->stop) {
 		pthread_mutex_unlock(&a->lock);
 		free(r);
-		return fail(-ECANCELED, "the handle is being closed");
+		return agg_api_fail(-ECANCELED, "the handle is being closed");
 	}
 	if (a->tail)
 		a->tail->next = r;
@@ -564,7 +563,7 @@ int agg_wait(struct agg_req *r)
 	int rc;
 
 	if (!r)
-		return fail(-EINVAL, "no request");
+		return agg_api_fail(-EINVAL, "no request");
 	a = r->a;
 	pthread_mutex_lock(&a->lock);
 	while (!r->done)
@@ -578,7 +577,7 @@ int agg_wait(struct agg_req *r)
 	pthread_mutex_unlock(&a->lock);
 	rc = r->rc;
 	if (rc)
-		fail(rc, "%s", r->msg[0] ? r->msg : strerror(-rc));
+		agg_api_fail(rc, "%s", r->msg[0] ? r->msg : strerror(-rc));
 	else
 		errmsg[0] = '\0';
 	free(r);
@@ -600,13 +599,13 @@ int agg_ready(struct agg *a, const uint8_t *mine, uint8_t *all, size_t n, double
 	int err;
 
 	if (!a || (n && (!mine || !all)))
-		return fail(-EINVAL, "agg_ready: no handle or no vectors");
+		return agg_api_fail(-EINVAL, "agg_ready: no handle or no vectors");
 	if (n > a->n.l.nvalues)
-		return fail(-EINVAL, "agg_ready: %zu units: the plan of job %u takes at most %llu",
+		return agg_api_fail(-EINVAL, "agg_ready: %zu units: the plan of job %u takes at most %llu",
 			    n, a->n.plan.job, (unsigned long long)a->n.l.nvalues);
 	v = malloc((n ? n : 1) * sizeof(*v));
 	if (!v)
-		return fail(-ENOMEM, "out of memory");
+		return agg_api_fail(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++)
 		v[i] = mine[i] ? 1.0f : 0.0f;
 	err = agg_allreduce(a, v, n, AGG_FLOAT32, AGG_REDUCE_MIN, timeout);
@@ -657,12 +656,12 @@ int agg_api_set_streams(struct agg *a, unsigned streams)
 	int err;
 
 	if (!streams || streams > AGG_MAX_STREAMS)
-		return fail(-EINVAL, "streams %u: 1 to %d", streams, AGG_MAX_STREAMS);
+		return agg_api_fail(-EINVAL, "streams %u: 1 to %d", streams, AGG_MAX_STREAMS);
 	if (streams == agg_api_streams(a))
 		return 0;
 	r = calloc(1, sizeof(*r));
 	if (!r)
-		return fail(-ENOMEM, "out of memory");
+		return agg_api_fail(-ENOMEM, "out of memory");
 	*r = (struct agg_req){ .a = a, .streams = streams };
 	err = queue_req(a, r, &req);
 	return err ? err : agg_wait(req);
