@@ -73,4 +73,45 @@ test_expect_success 'lazy prerequisites are evaluated once' '
 	test "$(wc -l <count)" = 1
 '
 
+test_expect_success 'a hung test file is stopped at its time bound, naming the test, and cleans up' '
+	cat >inner.t <<-\INNER &&
+	#!/bin/sh
+	test_timeout=2
+	. "$TEST_DIRECTORY/lib/test-lib.sh"
+	test_atexit "touch \"$TEST_DIRECTORY_OUT/hook-ran\""
+	test_expect_success "waits for its own jobs" "sleep 0.1 & wait"
+	test_expect_success "hangs here" "echo last words; sleep 300 & echo \$! >\"$TEST_DIRECTORY_OUT/pid\"; wait \$!; sleep 300"
+	test_expect_success "never reached" "true"
+	test_done
+	INNER
+	start=$(date +%s) &&
+	{ TEST_DIRECTORY_OUT=$PWD AGG_TEST_TMP=$PWD sh inner.t >out 2>err; echo $? >rc; } &&
+	cat out err &&
+	# stopped by TERM: the exit hooks ran, then the status of an interrupt
+	test "$(cat rc)" = 130 &&
+	# a bare wait in a test body does not wait for the watchdog
+	grep "^ok 1 - waits for its own jobs" out &&
+	grep "^not ok - inner timed out after 2 s in test 2 .hangs here." out &&
+	grep "TIMEOUT after 2 s (test_timeout), in test 2 .hangs here." err &&
+	grep "inner: last words" err &&
+	! grep "never reached" out &&
+	test -e hook-ran &&
+	! kill -0 "$(cat pid)" 2>/dev/null &&
+	# not the 300 s of the sleeps
+	test $(($(date +%s) - start)) -lt 200
+'
+
+test_expect_success 'AGG_TEST_TIMEOUT bounds every file; a bad bound bails out' '
+	cat >inner.t <<-\INNER &&
+	#!/bin/sh
+	. "$TEST_DIRECTORY/lib/test-lib.sh"
+	test_expect_success "hangs" "sleep 300"
+	test_done
+	INNER
+	! AGG_TEST_TIMEOUT=1 AGG_TEST_TMP=$PWD sh inner.t >out 2>&1 &&
+	grep "timed out after 1 s in test 1 .hangs." out &&
+	AGG_TEST_TIMEOUT=soon AGG_TEST_TMP=$PWD test_must_fail sh inner.t >out 2>&1 &&
+	grep "^Bail out! test_timeout .soon.: a whole number of seconds" out
+'
+
 test_done

@@ -128,7 +128,7 @@ test_expect_success 'a killed test leaves nothing behind' '
 	. "\$TEST_DIRECTORY/lib/vcluster.sh"
 	vcluster_up "$PWD/hosts.txt" aggk$$-
 	echo up
-	sleep 30
+	sleep 30 & wait \$!	# the TERM trap runs at once, not after the sleep
 	EOF_INNER
 	AGG_TEST_TMP=$PWD sh inner.t >out 2>&1 &
 	pid=$! &&

@@ -7,12 +7,42 @@
 #define AGG_TAP_H
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int tap_n, tap_failed;
+static unsigned int tap_timeout_s;
+
+/*
+ * The time bound of test-lib.sh for a unit test: AGG_TEST_TIMEOUT
+ * seconds (default 300), then the test fails naming the last test that
+ * passed or failed before the hang.
+ */
+static void tap_on_alarm(int sig)
+{
+	char msg[160];
+	int n = snprintf(msg, sizeof(msg),
+			 "not ok - timed out after %u s (AGG_TEST_TIMEOUT), after test %d\n",
+			 tap_timeout_s, tap_n);
+
+	(void)sig;
+	if (n > 0 && write(1, msg, (size_t)n) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+__attribute__((constructor)) static void tap_watchdog(void)
+{
+	const char *s = getenv("AGG_TEST_TIMEOUT");
+
+	tap_timeout_s = s && atoi(s) > 0 ? (unsigned int)atoi(s) : 300;
+	signal(SIGALRM, tap_on_alarm);
+	alarm(tap_timeout_s);
+}
 
 static inline void tap_vresult(int pass, const char *fmt, va_list ap)
 {

@@ -53,9 +53,90 @@ test_atexit() {
 $test_atexit_cmds"
 }
 test_run_atexit_() {
+	test_watchdog_stop_
 	eval "$test_atexit_cmds" >/dev/null 2>&1
 	test_atexit_cmds=
 }
+
+# ---- the time bound -------------------------------------------------------
+# Every test file runs within a time bound: test_timeout seconds (default
+# 600; a file that needs another sets test_timeout=N before it sources this
+# file), or AGG_TEST_TIMEOUT for every file.  Past it, a watchdog names
+# the test that was running and what it last printed, stops every process
+# the file started (TERM, then KILL up to 30 s later, once the file's exit
+# hooks have torn down its namespaces and pins), and the file fails.  The
+# bound is a cap on a hang, not a measurement: tests wait for conditions,
+# never for times.  The watchdog is no child of the file's shell, so a
+# test's bare "wait" does not wait for it.
+test_timeout_=${AGG_TEST_TIMEOUT:-${test_timeout:-600}}
+test_pid_=$$
+
+# The processes below PID (one ps read).
+test_descendants_() {
+	ps -e -o pid= -o ppid= | awk -v root="$1" '
+		{ parent[$1] = $2 }
+		END {
+			n = 0; list[n++] = root
+			for (i = 0; i < n; i++)
+				for (p in parent)
+					if (parent[p] == list[i]) list[n++] = p
+			for (i = 1; i < n; i++) print list[i]
+		}'
+}
+
+# The test file's shell is running (not gone, not a zombie: prove reaps
+# it only once its output closes, which the watchdog holds open).
+test_alive_() {
+	read -r wa_pid wa_comm wa_state wa_rest 2>/dev/null </proc/"$test_pid_"/stat &&
+		[ "$wa_state" != Z ]
+}
+
+test_watchdog_fire_() {
+	trap '' TERM	# the file's exit hooks stop the watchdog: not now
+	wd_step="before the first test"
+	[ -s "$TRASH_DIRECTORY/.step" ] && wd_step=$(cat "$TRASH_DIRECTORY/.step")
+	{
+		echo "# $test_name: TIMEOUT after ${test_timeout_} s (test_timeout), in $wd_step; stopping it"
+		[ -s "$TRASH_DIRECTORY/.out" ] &&
+			tail -n 20 "$TRASH_DIRECTORY/.out" | sed "s/^/# $test_name: /"
+	} >&2
+	echo "not ok - $test_name timed out after ${test_timeout_} s in $wd_step"
+	wd_pids=$(test_descendants_ "$test_pid_")
+	kill -TERM $wd_pids "$test_pid_" 2>/dev/null
+	wd_i=0
+	while [ $wd_i -lt 300 ] && test_alive_; do
+		sleep 0.1; wd_i=$((wd_i + 1))
+	done
+	kill -KILL $wd_pids $(test_descendants_ "$test_pid_") "$test_pid_" 2>/dev/null
+}
+
+# Polls once a second, so it ends soon after the file does, even when
+# the file was killed without its exit hooks.
+test_watchdog_() {
+	read -r wd_self wd_rest </proc/self/stat
+	echo "$wd_self" >"$TRASH_DIRECTORY/.watchdog"
+	wd_left=$test_timeout_
+	while test_alive_; do
+		if [ "$wd_left" -le 0 ]; then
+			test_watchdog_fire_
+			return
+		fi
+		sleep 1 >/dev/null 2>&1	# holds no pipe prove reads
+		wd_left=$((wd_left - 1))
+	done
+}
+
+test_watchdog_stop_() {
+	[ -s "$TRASH_DIRECTORY/.watchdog" ] || return 0
+	kill "$(cat "$TRASH_DIRECTORY/.watchdog")" 2>/dev/null
+	rm -f "$TRASH_DIRECTORY/.watchdog"
+}
+
+case $test_timeout_ in
+''|*[!0-9]*|0) echo "Bail out! test_timeout '$test_timeout_': a whole number of seconds"; exit 1 ;;
+esac
+(test_watchdog_ &)
+
 trap 'test_run_atexit_' EXIT
 trap 'test_run_atexit_; exit 130' INT TERM HUP
 
@@ -139,6 +220,7 @@ test_expect_success() {
 		echo "ok $test_count # skip $1 (missing $prereq)"
 		return 0
 	fi
+	echo "test $test_count '$1'" >"$TRASH_DIRECTORY/.step"
 	if test_run_ "$2"; then
 		echo "ok $test_count - $1"
 	else
