@@ -207,6 +207,19 @@ check: deps
 	$(Q)$(MAKE) all
 	$(Q)AGG_BUILD=$(CURDIR)/build prove -j2 --timer $(PROVE_FLAGS) t/*.t
 
+# Soak-sized runs, not in CI: the loss test at 100 + 100 + 20 iterations
+# and the packet fuzzers at 5 and 1 million packets, with a time bound
+# per file of 90 minutes.
+soak: deps
+	$(Q)$(MAKE) all
+	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_LOSS_ITERS_1=100 \
+		AGG_LOSS_ITERS_10=100 AGG_LOSS_ITERS_RESULT=20 \
+		prove --timer $(PROVE_FLAGS) t/0400-dp-loss.t
+	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_FUZZ_COUNT=5000000 \
+		prove --timer $(PROVE_FLAGS) t/0430-dp-fuzz.t
+	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_FUZZ_COUNT=1000000 \
+		prove --timer $(PROVE_FLAGS) t/0431-dp-fuzz-chunks.t
+
 # Coverage-guided fuzzing of the parsers with libFuzzer (clang).
 FUZZ_SECONDS ?= 60
 fuzz: $(FUZZ_SRC:t/fuzz/%.c=build/fuzz/%)
@@ -272,4 +285,4 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps check fuzz bench demo train install uninstall clean
+.PHONY: all deps check soak fuzz bench demo train install uninstall clean
