@@ -249,7 +249,7 @@ int agg_tune_bandit_choose(const struct agg_tune_bandit *b, unsigned mask,
 
 /* ---- the cache of best settings (tunecache.c, man 5 agg-tune) --------------- */
 
-#define AGG_TUNE_FP_MAX		8
+#define AGG_TUNE_FP_MAX		16
 #define AGG_TUNE_CACHE_MAX	1024	/* entries; the oldest go first */
 #define AGG_TUNE_CACHE_FILE	"tune.cache"
 #define AGG_TUNE_LOCK_FILE	"tune.lock"
