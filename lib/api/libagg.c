@@ -6,6 +6,7 @@
  * condition variable.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -381,6 +382,8 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 	struct agg *a;
 	int err;
 
+	if (!out)
+		return agg_api_fail(-EINVAL, "agg_open: no out");
 	*out = NULL;
 	if (opts) {
 		if (opts->sz < offsetof(struct agg_opts, timeout) + sizeof(double) &&
@@ -390,8 +393,9 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 		if (o.flags & ~AGG_OPEN_RUN)
 			return agg_api_fail(-EINVAL, "flags 0x%x: unknown bits", o.flags);
 	}
-	if (o.timeout < 0 || o.timeout > 86400)
-		return agg_api_fail(-EINVAL, "timeout %g: seconds, up to 86400", o.timeout);
+	/* Written so that NaN fails too: a NaN deadline never comes. */
+	if (!(o.timeout >= 0 && o.timeout <= 86400))
+		return agg_api_fail(-EINVAL, "timeout %g: seconds, 0 to 86400", o.timeout);
 	if (o.streams > AGG_MAX_STREAMS && o.streams != AGG_STREAMS_AUTO)
 		return agg_api_fail(-EINVAL, "streams %u: 1 to %d, or AGG_STREAMS_AUTO", o.streams,
 			    AGG_MAX_STREAMS);
@@ -405,6 +409,10 @@ int agg_open(struct agg **out, const struct agg_opts *opts)
 	if ((err = pick_run(&o, &a->run)))
 		goto fail_free;
 	err = agg_node_open(&a->n, pin_dir, o.job, o.node, why, sizeof(why));
+	/* agg_node_open's -ENODEV (the node's address is on no interface
+	 * here) is what man 3 libagg calls "not this host's node". */
+	if (err == -ENODEV)
+		err = -ENOENT;
 	if (err) {
 		agg_api_fail(err, "%s", why);
 		goto fail_node;
@@ -500,6 +508,8 @@ int agg_allreduce_start(struct agg *a, void *buf, size_t count, enum agg_dtype d
 {
 	struct agg_req *r;
 
+	if (!req)
+		return agg_api_fail(-EINVAL, "no request to return");
 	*req = NULL;
 	if (!a)
 		return agg_api_fail(-EINVAL, "no handle");
@@ -513,8 +523,9 @@ int agg_allreduce_start(struct agg *a, void *buf, size_t count, enum agg_dtype d
 			    (unsigned long long)a->n.l.nvalues, (unsigned long long)a->n.plan.size);
 	if (count && !buf)
 		return agg_api_fail(-EINVAL, "no buffer");
-	if (timeout > 86400 || timeout != timeout)
-		return agg_api_fail(-EINVAL, "timeout %g: seconds, up to 86400", timeout);
+	if (!isfinite(timeout) || timeout > 86400)
+		return agg_api_fail(-EINVAL, "timeout %g: seconds, up to 86400 (0 or less: "
+				    "the handle's)", timeout);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return agg_api_fail(-ENOMEM, "out of memory");
@@ -551,6 +562,8 @@ int agg_test(struct agg_req *r)
 {
 	int done;
 
+	if (!r)
+		return agg_api_fail(-EINVAL, "no request");
 	pthread_mutex_lock(&r->a->lock);
 	done = r->done;
 	pthread_mutex_unlock(&r->a->lock);
@@ -617,27 +630,27 @@ int agg_ready(struct agg *a, const uint8_t *mine, uint8_t *all, size_t n, double
 
 size_t agg_max_count(const struct agg *a)
 {
-	return a->n.l.nvalues;
+	return a ? a->n.l.nvalues : 0;
 }
 
 int agg_rank(const struct agg *a)
 {
-	return a->rank;
+	return a ? a->rank : -EINVAL;
 }
 
 int agg_world_size(const struct agg *a)
 {
-	return (int)a->n.l.workers;
+	return a ? (int)a->n.l.workers : -EINVAL;
 }
 
 const char *agg_node_name(const struct agg *a)
 {
-	return a->n.plan.node[a->n.self].name;
+	return a ? a->n.plan.node[a->n.self].name : NULL;
 }
 
 unsigned agg_run(const struct agg *a)
 {
-	return a->run;
+	return a ? a->run : 0;
 }
 
 const struct agg_plan *agg_api_plan(const struct agg *a)

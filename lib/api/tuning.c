@@ -55,14 +55,25 @@ static uint64_t pow2_floor(uint64_t v)
 	return p;
 }
 
-/* The fingerprint: the plan's shape and the workload. */
+/*
+ * The fingerprint: the plan's shape and the workload.  The topology
+ * (scheme, depth, fan-in) and the window (slots) are in it: the same
+ * hosts planned under two schemes or windows are two plans, and one's
+ * tuned setting is no measurement of the other's.
+ */
 static int fingerprint(const struct agg *a, uint64_t model_bytes, struct agg_tune_fp *fp)
 {
 	const struct agg_plan *p = agg_api_plan(a);
 	double bw_min = INFINITY, bw_max = 0;
-	int err;
+	int err, depth = 0, fanin = 0;
 
 	for (int i = 0; i < p->nnodes; i++) {
+		for (int t = 0; t < p->ntrees; t++) {
+			int d = agg_plan_depth(p, t, i), k = agg_plan_children(p, t, i, NULL, 0);
+
+			depth = d > depth ? d : depth;
+			fanin = k > fanin ? k : fanin;
+		}
 		if (p->node[i].role != AGG_ROLE_WORKER)
 			continue;
 		bw_min = fmin(bw_min, p->node[i].bw);
@@ -75,6 +86,11 @@ static int fingerprint(const struct agg *a, uint64_t model_bytes, struct agg_tun
 	    (err = agg_tune_fp_add(fp, "bw_min", isfinite(bw_min) ? bw_min : 0)) ||
 	    (err = agg_tune_fp_add(fp, "bw_max", bw_max)) ||
 	    (err = agg_tune_fp_add(fp, "segment", p->segment)) ||
+	    /* enum agg_scheme's number, as man 3 libagg lists it */
+	    (err = agg_tune_fp_add(fp, "scheme", p->scheme)) ||
+	    (err = agg_tune_fp_add(fp, "depth", depth)) ||
+	    (err = agg_tune_fp_add(fp, "fanin", fanin)) ||
+	    (err = agg_tune_fp_add(fp, "slots", p->slots)) ||
 	    (err = agg_tune_fp_add(fp, "model_bytes", (double)model_bytes)))
 		return err;
 	return 0;
@@ -158,11 +174,13 @@ int agg_tuning_open(struct agg *a, const struct agg_tuning_opts *opts, struct ag
 			agg_tune_cache_lookup(&cache, &t->fp, NEAR_MAX, &hit);
 		agg_tune_cache_free(&cache);
 		if (hit.match != AGG_TUNE_MISS) {
-			/* An entry tuned without one of our parameters (the
-			 * streams) only seeds the search, exact or not. */
-			int found = agg_tune_space_find(&t->sp, &hit.e.set, &start);
-
-			agreed[0] = hit.match == AGG_TUNE_EXACT && found == t->sp.n ? 2 : 1;
+			/* An entry that is not a point of our search space
+			 * (tuned with other parameters, or a value outside
+			 * our units or streams) only seeds the search at
+			 * the nearest point, exact fingerprint or not. */
+			agg_tune_space_find(&t->sp, &hit.e.set, &start);
+			agreed[0] = hit.match == AGG_TUNE_EXACT &&
+				    agg_tune_space_exact(&t->sp, &hit.e.set, &start) ? 2 : 1;
 			for (int k = 0; k < t->sp.n; k++)
 				agreed[1 + k] = (float)start.i[k];
 		}

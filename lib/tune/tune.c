@@ -126,6 +126,23 @@ int agg_tune_space_find(const struct agg_tune_space *s,
 	return found;
 }
 
+bool agg_tune_space_exact(const struct agg_tune_space *s,
+			  const struct agg_tune_values *v,
+			  const struct agg_tune_setting *x)
+{
+	if (v->n != s->n)
+		return false;
+	for (int k = 0; k < s->n; k++) {
+		int j = 0;
+
+		while (j < v->n && strcmp(v->name[j], s->p[k].name))
+			j++;
+		if (j == v->n || v->v[j] != agg_tune_value(s, x, k))
+			return false;
+	}
+	return true;
+}
+
 int agg_tune_setting_format(const struct agg_tune_space *s,
 			    const struct agg_tune_setting *x, char *buf, size_t len)
 {

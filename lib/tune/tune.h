@@ -109,6 +109,12 @@ void agg_tune_setting_values(const struct agg_tune_space *s,
 int agg_tune_space_find(const struct agg_tune_space *s,
 			const struct agg_tune_values *v,
 			struct agg_tune_setting *x);
+/* Is v exactly the point x of s: s's parameters and no others, each with
+ * x's value (so on s's grid)?  What a cached setting must be to be used
+ * as it is rather than only to start a search. */
+bool agg_tune_space_exact(const struct agg_tune_space *s,
+			  const struct agg_tune_values *v,
+			  const struct agg_tune_setting *x);
 /* "streams=4 unit=1048576" into buf; snprintf's return. */
 int agg_tune_setting_format(const struct agg_tune_space *s,
 			    const struct agg_tune_setting *x, char *buf, size_t len);
@@ -243,7 +249,7 @@ int agg_tune_bandit_choose(const struct agg_tune_bandit *b, unsigned mask,
 
 /* ---- the cache of best settings (tunecache.c, man 5 agg-tune) --------------- */
 
-#define AGG_TUNE_FP_MAX		8
+#define AGG_TUNE_FP_MAX		16
 #define AGG_TUNE_CACHE_MAX	1024	/* entries; the oldest go first */
 #define AGG_TUNE_CACHE_FILE	"tune.cache"
 #define AGG_TUNE_LOCK_FILE	"tune.lock"
@@ -291,6 +297,9 @@ struct agg_tune_hit {
 int agg_tune_fp_add(struct agg_tune_fp *fp, const char *name, double v);
 uint64_t agg_tune_fp_hash(const struct agg_tune_fp *fp);
 bool agg_tune_fp_eq(const struct agg_tune_fp *a, const struct agg_tune_fp *b);
+/* Calls of agg_tune_fp_eq so far: for tests that the cache's work is
+ * linear in its entries. */
+extern unsigned long agg_tune_fp_eq_calls;
 /* INFINITY when the two have not the same feature names. */
 double agg_tune_fp_distance(const struct agg_tune_fp *a, const struct agg_tune_fp *b);
 
@@ -312,9 +321,11 @@ void agg_tune_cache_lookup(const struct agg_tune_cache *c, const struct agg_tune
  * DIR/tune.cache: load (no file: an empty cache) and store (under an
  * exclusive flock of DIR/tune.lock: read, put, write a temporary file in
  * DIR and rename it over the cache; DIR is made if missing).  A malformed
- * cache file is left as it is: -EINVAL with d naming FILE:LINE:COL.  Other
- * errors: -errno, d saying which file.
+ * cache file is left as it is: -EINVAL with d naming FILE:LINE:COL.  A
+ * lock held by another process for AGG_TUNE_LOCK_WAIT seconds: -ETIMEDOUT,
+ * d naming the lock file.  Other errors: -errno, d saying which file.
  */
+#define AGG_TUNE_LOCK_WAIT	10
 int agg_tune_cache_load(const char *dir, struct agg_tune_cache *c, struct agg_diag *d);
 int agg_tune_cache_store(const char *dir, const struct agg_tune_entry *e,
 			 struct agg_diag *d);

@@ -14,8 +14,10 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "opts.h"
 #include "siphash.h"
 #include "tune.h"
 
@@ -75,10 +77,15 @@ uint64_t agg_tune_fp_hash(const struct agg_tune_fp *fp)
 	return agg_siphash(key, buf, strlen(buf));
 }
 
+unsigned long agg_tune_fp_eq_calls;
+
 bool agg_tune_fp_eq(const struct agg_tune_fp *a, const struct agg_tune_fp *b)
 {
 	char ta[FP_TEXT_MAX], tb[FP_TEXT_MAX];
 
+	agg_tune_fp_eq_calls++;
+	if (a->n != b->n)
+		return false;
 	fp_text(a, ta, sizeof(ta));
 	fp_text(b, tb, sizeof(tb));
 	return !strcmp(ta, tb);
@@ -242,19 +249,44 @@ void agg_tune_cache_free(struct agg_tune_cache *c)
 	c->n = 0;
 }
 
+/*
+ * The entries read so far by fingerprint hash (open addressing, entry
+ * index + 1, 0 for none): a duplicate is found in one probe, not by
+ * comparing each entry with every other (1024 of them took seconds).
+ */
+#define INDEX_SIZE	(2 * AGG_TUNE_CACHE_MAX)	/* a power of two */
+
+/* fp's slot: its entry's, or the empty one where it goes. */
+static size_t *index_slot(size_t *index, const struct agg_tune_cache *c,
+			  const uint64_t *hashes, uint64_t hash, const struct agg_tune_fp *fp)
+{
+	size_t i = hash & (INDEX_SIZE - 1);
+
+	while (index[i] && !(hashes[index[i] - 1] == hash &&
+			     agg_tune_fp_eq(&c->e[index[i] - 1].fp, fp)))
+		i = (i + 1) & (INDEX_SIZE - 1);
+	return &index[i];
+}
+
 int agg_tune_cache_read(FILE *f, const char *fname, struct agg_tune_cache *c,
 			struct agg_diag *d)
 {
 	struct agg_text tx;
 	struct agg_text_line ln;
 	int *lines = NULL;	/* each entry's line, for duplicates */
+	uint64_t *hashes = NULL;
+	size_t *index = calloc(INDEX_SIZE, sizeof(*index));
 	bool header = false;
 	int err;
 
 	memset(c, 0, sizeof(*c));
+	if (!index)
+		return -ENOMEM;
 	agg_text_init(&tx, f);
 	while ((err = agg_text_next(&tx, &ln)) > 0) {
 		struct agg_tune_entry e;
+		uint64_t hash;
+		size_t *slot;
 
 		if (!ln.ntok)
 			continue;
@@ -277,13 +309,16 @@ int agg_tune_cache_read(FILE *f, const char *fname, struct agg_tune_cache *c,
 		err = parse_entry(&ln, fname, &e, d);
 		if (err)
 			break;
-		for (size_t i = 0; i < c->n; i++)
-			if (agg_tune_fp_eq(&c->e[i].fp, &e.fp)) {
-				agg_diag_set(d, fname, ln.lineno, ln.tok[1].col,
-					     "fingerprint %s also on line %d", ln.tok[1].s, lines[i]);
-				err = -EINVAL;
-				goto out;
-			}
+		/* parse_entry checked that the line's hash is the features' */
+		hash = strtoull(ln.tok[1].s, NULL, 16);
+		slot = index_slot(index, c, hashes, hash, &e.fp);
+		if (*slot) {
+			agg_diag_set(d, fname, ln.lineno, ln.tok[1].col,
+				     "fingerprint %s also on line %d", ln.tok[1].s,
+				     lines[*slot - 1]);
+			err = -EINVAL;
+			break;
+		}
 		if (c->n == AGG_TUNE_CACHE_MAX) {
 			agg_diag_set(d, fname, ln.lineno, 1, "more than %d entries",
 				     AGG_TUNE_CACHE_MAX);
@@ -291,18 +326,22 @@ int agg_tune_cache_read(FILE *f, const char *fname, struct agg_tune_cache *c,
 			break;
 		}
 		if ((err = agg_grow((void **)&c->e, c->n + 1, sizeof(*c->e))) ||
-		    (err = agg_grow((void **)&lines, c->n + 1, sizeof(*lines))))
+		    (err = agg_grow((void **)&lines, c->n + 1, sizeof(*lines))) ||
+		    (err = agg_grow((void **)&hashes, c->n + 1, sizeof(*hashes))))
 			break;
 		lines[c->n] = ln.lineno;
+		hashes[c->n] = hash;
+		*slot = c->n + 1;
 		c->e[c->n++] = e;
 	}
 	if (err == -E2BIG) {
 		agg_diag_set(d, fname, tx.lineno, 1, "line longer than %d bytes", AGG_TEXT_LINE_MAX);
 		err = -EINVAL;
 	}
-out:
 	agg_text_free(&tx);
 	free(lines);
+	free(hashes);
+	free(index);
 	if (err < 0)
 		agg_tune_cache_free(c);
 	return err < 0 ? err : 0;
@@ -441,6 +480,37 @@ static int replace_cache(const char *dir, const struct agg_tune_cache *c, struct
 	return err;
 }
 
+/*
+ * Take fd's lock, waiting AGG_TUNE_LOCK_WAIT seconds at most: a store
+ * holds it for milliseconds, so a longer wait means a holder that is
+ * stuck, and a library must not hang its caller on it.  flock has no
+ * timeout of its own, hence the polls.
+ */
+static int lock_bounded(int fd, const char *lock, struct agg_diag *d)
+{
+	double end = agg_now() + AGG_TUNE_LOCK_WAIT;
+	struct timespec nap = { 0, 10 * 1000 * 1000 };
+
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			int err = -errno;
+
+			sys_diag(d, "lock", lock, err);
+			return err;
+		}
+		if (agg_now() >= end) {
+			if (d && snprintf(d->msg, sizeof(d->msg), "cannot lock %s: another "
+					  "process has held it for %d s (a stuck agg? the cache "
+					  "is left as it is)", lock, AGG_TUNE_LOCK_WAIT) >=
+			    (int)sizeof(d->msg))
+				strcpy(d->msg + sizeof(d->msg) - 4, "...");
+			return -ETIMEDOUT;
+		}
+		nanosleep(&nap, NULL);
+	}
+	return 0;
+}
+
 int agg_tune_cache_store(const char *dir, const struct agg_tune_entry *e,
 			 struct agg_diag *d)
 {
@@ -466,11 +536,7 @@ int agg_tune_cache_store(const char *dir, const struct agg_tune_entry *e,
 		sys_diag(d, "open", lock, err);
 		return err;
 	}
-	while ((err = flock(fd, LOCK_EX)) && errno == EINTR)
-		;
-	if (err) {
-		err = -errno;
-		sys_diag(d, "lock", lock, err);
+	if ((err = lock_bounded(fd, lock, d))) {
 		close(fd);
 		return err;
 	}

@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,6 +188,29 @@ static void test_space(void)
 	v.v[0] = 1LL << 40;
 	agg_tune_space_find(&s, &v, &x);
 	is_int(agg_tune_value(&s, &x, 1), 64 << 20, "find: past the end, the largest");
+	ok(!agg_tune_space_exact(&s, &v, &x), "exact: not past the end (nor with 'other')");
+
+	/* A cached setting is used as it is only when it is a point of the space. */
+	strcpy(v.name[1], "streams");
+	v.v[0] = 4 << 20;
+	v.v[1] = 8;
+	agg_tune_space_find(&s, &v, &x);
+	ok(agg_tune_space_exact(&s, &v, &x), "exact: streams=8 unit=4M");
+	v.v[0] = 128 << 20;
+	agg_tune_space_find(&s, &v, &x);
+	ok(!agg_tune_space_exact(&s, &v, &x), "exact: not unit=128M, past 64M");
+	v.v[0] = 3 << 20;
+	agg_tune_space_find(&s, &v, &x);
+	ok(!agg_tune_space_exact(&s, &v, &x), "exact: not unit=3M, between two");
+	v.v[0] = 4 << 20;
+	v.n = 1;
+	agg_tune_space_find(&s, &v, &x);
+	ok(!agg_tune_space_exact(&s, &v, &x), "exact: not without the streams");
+	v.n = 3;
+	strcpy(v.name[2], "window");
+	v.v[2] = 2;
+	agg_tune_space_find(&s, &v, &x);
+	ok(!agg_tune_space_exact(&s, &v, &x), "exact: not with a parameter the space lacks");
 }
 
 /* ---- the bandit ----------------------------------------------------------------- */
@@ -723,6 +748,133 @@ static void test_malformed(const char *dir)
 	is_str(slurp(path), bad[4].text, "the malformed cache is kept as it was");
 }
 
+/*
+ * A full cache loads and stores with work linear in its entries: the
+ * fingerprint comparisons are counted (agg_tune_fp_eq_calls), not timed.
+ * Comparing each entry with every other made 1024 entries take seconds,
+ * with the lock held.
+ */
+static void test_linear(const char *dir)
+{
+	enum { N = AGG_TUNE_CACHE_MAX };
+	struct agg_tune_cache c = { 0 }, back;
+	struct agg_tune_entry e;
+	struct agg_diag d;
+	char sub[512], path[600];
+	unsigned long calls;
+	FILE *f;
+
+	snprintf(sub, sizeof(sub), "%s/linear", dir);
+	mkdir(sub, 0755);
+	snprintf(path, sizeof(path), "%s/%s", sub, AGG_TUNE_CACHE_FILE);
+	c.e = calloc(N, sizeof(*c.e));
+	for (c.n = 0; c.n < N; c.n++)
+		make_entry(&c.e[c.n], c.n + 1, 10, 1, 1 << 20);
+	f = fopen(path, "w");
+	agg_tune_cache_write(f, &c);
+	fclose(f);
+
+	agg_tune_fp_eq_calls = 0;
+	is_int(agg_tune_cache_load(sub, &back, &d), 0, "a cache of %d entries loads", N);
+	calls = agg_tune_fp_eq_calls;
+	ok(back.n == N && calls <= N, "load: %lu fingerprint comparisons for %d entries "
+	   "(at most one each; each with every other: %d)", calls, N, N * (N - 1) / 2);
+	agg_tune_cache_free(&back);
+
+	make_entry(&e, N + 1, 10, 2, 1 << 20);
+	agg_tune_fp_eq_calls = 0;
+	is_int(agg_tune_cache_store(sub, &e, &d), 0, "a new entry into the full cache");
+	calls = agg_tune_fp_eq_calls;
+	ok(calls <= 2 * N, "store of a new entry: %lu comparisons (at most %d)", calls, 2 * N);
+	make_entry(&e, N / 2, 10, 3, 1 << 20);
+	agg_tune_fp_eq_calls = 0;
+	is_int(agg_tune_cache_store(sub, &e, &d), 0, "an entry stored again");
+	calls = agg_tune_fp_eq_calls;
+	ok(calls <= 2 * N, "store of a stored entry: %lu comparisons (at most %d)", calls, 2 * N);
+	is_int(agg_tune_cache_load(sub, &back, &d), 0, "and it loads");
+	ok(back.n == N && back.e[N - 1].set.v[0] == 3 && back.e[N - 2].set.v[0] == 2 &&
+	   back.e[0].fp.v[2] == 2, "the oldest went, the two stored are the newest");
+	agg_tune_cache_free(&back);
+	agg_tune_cache_free(&c);
+
+	/* a duplicate far apart is still found, by its hash */
+	{
+		char text[8192];
+
+		snprintf(path, sizeof(path), "%s/dup.cache", dir);
+		c.e = calloc(3, sizeof(*c.e));
+		for (c.n = 0; c.n < 3; c.n++)
+			make_entry(&c.e[c.n], c.n + 1, 10, 1, 1 << 20);
+		f = fopen(path, "w");
+		agg_tune_cache_write(f, &c);
+		fclose(f);
+		snprintf(text, sizeof(text), "%s", slurp(path));
+		/* line 3 is the first entry */
+		f = fopen(path, "a");
+		fputs(strchr(strchr(text, '\n') + 1, '\n') + 1, f);
+		fclose(f);
+		f = fopen(path, "r");
+		is_int(agg_tune_cache_read(f, path, &back, &d), -EINVAL,
+		       "the 3 entries twice: a duplicate");
+		fclose(f);
+		ok(strstr(d.msg, ":6:4: fingerprint ") && strstr(d.msg, "also on line 3"),
+		   "line 6 names line 3 (%s)", d.msg);
+		agg_tune_cache_free(&c);
+	}
+}
+
+/*
+ * The store waits AGG_TUNE_LOCK_WAIT seconds at most for a lock another
+ * process holds, then fails with -ETIMEDOUT naming the lock; the cache is
+ * left as it is.
+ */
+static void test_lock_bound(const char *dir)
+{
+	struct agg_tune_entry e;
+	struct agg_diag d = { "" };
+	char sub[512], lock[600], go;
+	int ready[2], release[2], status, err;
+	pid_t pid;
+
+	snprintf(sub, sizeof(sub), "%s/locked", dir);
+	mkdir(sub, 0755);
+	snprintf(lock, sizeof(lock), "%s/%s", sub, AGG_TUNE_LOCK_FILE);
+	if (pipe(ready) || pipe(release)) {
+		ok(0, "pipe");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(lock, O_RDWR | O_CREAT, 0644);
+
+		close(ready[0]);
+		close(release[1]);
+		if (fd < 0 || flock(fd, LOCK_EX))
+			_exit(1);
+		if (write(ready[1], "l", 1) != 1)
+			_exit(1);
+		/* hold it until the parent is done */
+		while (read(release[0], &go, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(release[0]);
+	if (!ok(pid > 0 && read(ready[0], &go, 1) == 1, "another process holds %s", lock))
+		return;
+	make_entry(&e, 8, 10, 4, 1 << 20);
+	err = agg_tune_cache_store(sub, &e, &d);
+	is_int(err, -ETIMEDOUT, "store: -ETIMEDOUT after %d s", AGG_TUNE_LOCK_WAIT);
+	ok(strstr(d.msg, lock) && strstr(d.msg, "another process has held it"),
+	   "the message names the lock (%s)", d.msg);
+	close(release[1]);
+	waitpid(pid, &status, 0);
+	close(ready[0]);
+	snprintf(lock, sizeof(lock), "%s/%s", sub, AGG_TUNE_CACHE_FILE);
+	ok(access(lock, F_OK) && errno == ENOENT, "no cache was written");
+	is_int(agg_tune_cache_store(sub, &e, &d), 0, "once it is released, the store goes through");
+}
+
 /* Writers in parallel processes: every entry of every writer survives. */
 static void test_concurrent(const char *dir)
 {
@@ -839,6 +991,8 @@ int main(void)
 	test_cache(dir);
 	test_malformed(dir);
 	test_concurrent(dir);
+	test_linear(dir);
+	test_lock_bound(dir);
 	test_reuse(dir);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd))

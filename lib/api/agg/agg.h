@@ -47,8 +47,8 @@ struct agg_opts {
 	unsigned flags;		/* AGG_OPEN_* */
 	unsigned run;		/* with AGG_OPEN_RUN: this run (0 to 65535); without:
 				 * $AGG_RUN (else 0) + $TORCHELASTIC_RESTART_COUNT */
-	double timeout;		/* seconds without progress before a call fails;
-				 * 0: 30 */
+	double timeout;		/* seconds without progress before a call fails,
+				 * 0 to 86400 (not NaN or Inf); 0: 30 */
 	unsigned streams;	/* streams (UDP sockets, threads) an allreduce
 				 * sends over: 0 or 1: one, 2 to AGG_MAX_STREAMS,
 				 * or AGG_STREAMS_AUTO (agg-send(1) --streams auto) */
@@ -67,7 +67,8 @@ struct agg_req;		/* an allreduce started, not yet waited for */
  * any collective).  A job whose workers all restart opens with a newer run
  * (torchrun's restart count does it) and supersedes the old run's state
  * without a reload.  0 and *out, or -errno: -ENOENT (nothing loaded that
- * matches), -EINVAL (a bad option, or the node is a parameter server),
+ * matches, or the node is not this host's), -EINVAL (out NULL, a bad
+ * option, or the node is a parameter server), -EIO (the pinned plan),
  * -ESTALE (the node has seen a newer run), -EALREADY (the run has sent
  * iterations on the node already: a job that starts again needs a newer
  * one), -EADDRINUSE (an agg-recv or another process uses the node), others
@@ -86,13 +87,14 @@ void agg_close(struct agg *a);
 /*
  * Sum (max, min) count elements of buf across every worker, in place.
  * count may be anything from 0 to agg_max_count(a); timeout <= 0 takes the
- * one agg_open was given.  On error buf is unchanged and the result of
+ * one agg_open was given (NaN, Inf or more than 86400: -EINVAL).  On error buf is unchanged and the result of
  * this iteration is lost on this worker (the others may have it): -EINVAL
  * (bad arguments), -ETIMEDOUT (nothing moved for timeout seconds; the
  * message names the missing segments and who holds them up), -ESTALE (a
  * newer run took the node over; buf may then be partly overwritten),
- * -EALREADY (another process sent this iteration of the run), -ECANCELED
- * (agg_close came first), others for system failures.  NaN and Inf
+ * -EALREADY (another process sent this iteration of the run), -ERANGE (the
+ * iteration is too far ahead), -ECANCELED (agg_close came first), others
+ * for system failures (man 3 libagg lists them).  NaN and Inf
  * anywhere give NaN in the result at that element.
  */
 int agg_allreduce(struct agg *a, void *buf, size_t count, enum agg_dtype dtype,
@@ -106,18 +108,21 @@ int agg_allreduce(struct agg *a, void *buf, size_t count, enum agg_dtype dtype,
 int agg_allreduce_start(struct agg *a, void *buf, size_t count, enum agg_dtype dtype,
 			enum agg_reduce op, double timeout, struct agg_req **req);
 
-/* 1 when req has ended (agg_wait will not block), 0 while it runs. */
+/* 1 when req has ended (agg_wait will not block), 0 while it runs;
+ * -EINVAL for NULL. */
 int agg_test(struct agg_req *req);
 
 /* Wait for req to end and free it: what agg_allreduce would return. */
 int agg_wait(struct agg_req *req);
 
-/* The largest count: the plan's size in float32 values. */
+/* The largest count: the plan's size in float32 values (0 for NULL). */
 size_t agg_max_count(const struct agg *a);
-/* This worker's index among the plan's workers (0 ..), and their number. */
+/* This worker's index among the plan's workers (0 ..), and their number
+ * (-EINVAL for NULL). */
 int agg_rank(const struct agg *a);
 int agg_world_size(const struct agg *a);
-/* The node's name in the plan, and the run the handle uses. */
+/* The node's name in the plan, and the run the handle uses (NULL, 0 for
+ * NULL). */
 const char *agg_node_name(const struct agg *a);
 unsigned agg_run(const struct agg *a);
 
@@ -196,7 +201,8 @@ int agg_tuning_open(struct agg *a, const struct agg_tuning_opts *opts,
 int agg_tuning_next(struct agg_tuning *t, struct agg_setting *s);
 /* This worker's time of the iteration run with the last setting (> 0):
  * agreed with every worker's; once tuned, a no-op.  0, -EINVAL, or the
- * allreduce's errors. */
+ * allreduce's errors; when it stores the best setting, -ETIMEDOUT (another
+ * process held the cache's lock for 10 s) or the errors of writing it. */
 int agg_tuning_report(struct agg_tuning *t, double seconds);
 /* 1 once the setting is final (tuned, reused, or tuning off), else 0. */
 int agg_tuning_done(const struct agg_tuning *t);
