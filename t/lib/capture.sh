@@ -7,7 +7,8 @@
 #   capture_stop                send the marker from $CAP_HOST to
 #                               $CAP_MARK_TO (default 10.90.0.1), wait until
 #                               every capture holds it, stop them, and fail
-#                               if the kernel dropped any packet
+#                               if the kernel dropped any packet; CAP_MARKS
+#                               is how many markers it sent (usually 1)
 
 CAP_HOST=${CAP_HOST:-c1}
 CAP_MARK_TO=${CAP_MARK_TO:-10.90.0.1}
@@ -38,13 +39,21 @@ capture_start() {
 capture_stop() {
 	# A stop loses what tcpdump has not read yet: first send a marker (UDP
 	# to the discard port, after every agg packet) and wait until each
-	# capture holds it.  The reports count it as "other".
-	echo end | vcluster_run "$CAP_HOST" nc -u -w0 "$CAP_MARK_TO" 9 &&
+	# capture holds it.  The reports count it as "other".  The marker is
+	# sent again every 20 looks (a datagram waiting on ARP on a loaded
+	# machine, or one a capture missed, is not a reason to fail), so a
+	# capture may hold several.
+	CAP_MARKS=0
 	for f in $CAP_FILES; do
 		n=0
 		until tcpdump -r "$f" -nn "udp port 9" 2>/dev/null | grep -q "\.9: UDP"; do
+			if [ $((n % 20)) = 0 ]; then
+				echo end | vcluster_run "$CAP_HOST" nc -u -w0 "$CAP_MARK_TO" 9 ||
+					{ echo "cannot send the marker from $CAP_HOST"; return 1; }
+				CAP_MARKS=$((CAP_MARKS + 1))
+			fi
 			n=$((n + 1))
-			test $n -lt 600 || { echo "no marker in $f"; return 1; }
+			test $n -lt 600 || { echo "no marker in $f after $((n / 20)) sends"; return 1; }
 			sleep 0.05
 		done
 	done &&
