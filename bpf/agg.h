@@ -262,12 +262,17 @@ struct agg_progress {
  * newest version the node has accepted from the wire or its own tools have
  * opened (packets are bounded by it: AGG_ITER_AHEAD, AGG_RUN_AHEAD); sent
  * and recvd are the newest that agg-send started and agg-recv delivered
- * here, so an iteration is sent and received once per run (agg-send(1)).
+ * here, so an iteration is sent and received once per run (agg-send(1));
+ * sparse_sent and sparse_recvd are the same for the sparse path (a
+ * worker's agg-send --sparse, the root's serve or a worker's agg-recv
+ * --sparse), apart so an iteration has a dense and a sparse part.
  */
 struct agg_clock {
 	__u64 now;
 	__u64 sent;
 	__u64 recvd;
+	__u64 sparse_sent;
+	__u64 sparse_recvd;
 };
 
 /*

@@ -188,6 +188,16 @@ static int run_sparse(struct agg_node *n, double t0)
 		agg_err("%s", why);
 		return err && err != -EINVAL ? AGG_EXIT_SYSTEM : AGG_EXIT_USAGE;
 	}
+	/* Once per run: the root serves an iteration once (a second serve
+	 * could complete a receiver with packets of two sums); a worker's
+	 * receive is marked when it delivered. */
+	err = agg_node_open_sparse(n, env.ver, serve ? AGG_SPARSE_SERVE : AGG_SPARSE_RECV,
+				   why, sizeof(why));
+	if (err) {
+		agg_err("%s", why);
+		agg_cold_close(&c);
+		return err == -EOPNOTSUPP ? AGG_EXIT_SYSTEM : AGG_EXIT_USAGE;
+	}
 	err = serve ? agg_cold_serve(&c, env.ver, env.timeout, &g, why, sizeof(why)) :
 		      agg_cold_recv(&c, env.ver, env.timeout, &g, why, sizeof(why));
 	if (err) {
@@ -202,6 +212,11 @@ static int run_sparse(struct agg_node *n, double t0)
 		agg_err("%s", why);
 		rc = AGG_EXIT_SYSTEM;
 	}
+	if (!rc && !serve)
+		agg_node_mark_sparse_recvd(n, env.ver);
+	if (!rc && c.st.nan)
+		agg_warn("iteration %u: %" PRIu64 " values of the sum are NaN (beyond float32's range, "
+			 "or NaN or Inf in a worker's input)", env.iter, c.st.nan);
 	if (!rc)
 		agg_info("iteration %u: %" PRIu64 " pairs of width %u %s after %.3f s", env.iter,
 			 g.n, g.width, serve ? "summed and sent to every worker" : "received",

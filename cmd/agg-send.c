@@ -191,6 +191,14 @@ static int run_sparse(struct agg_node *n)
 		rc = err && err != -EINVAL ? AGG_EXIT_SYSTEM : AGG_EXIT_USAGE;
 		goto out;
 	}
+	/* Input and socket ready: now the iteration is taken (once per run:
+	 * the root must never see two attempts of one). */
+	err = agg_node_open_sparse(n, env.ver, AGG_SPARSE_SEND, why, sizeof(why));
+	if (err) {
+		agg_err("%s", why);
+		rc = err == -EOPNOTSUPP ? AGG_EXIT_SYSTEM : AGG_EXIT_USAGE;
+		goto out;
+	}
 	err = agg_cold_send(&c, &g, env.ver, env.timeout, why, sizeof(why));
 	if (err) {
 		agg_err("%s", why);

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,12 +36,14 @@ int agg_cold_root(const struct agg_plan *p)
 	return p->ntrees > 0 ? p->tree[0].root : -1;
 }
 
+static void done_free(struct agg_cold *c);
+
 void agg_cold_close(struct agg_cold *c)
 {
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->buf);
-	free(c->done_total);
+	done_free(c);
 	memset(c, 0, sizeof(*c));
 	c->sock = -1;
 }
@@ -440,81 +443,195 @@ int agg_cold_send(struct agg_cold *c, const struct agg_sparse *g, uint64_t ver, 
 
 /* ---- gathering packets ----------------------------------------------------- */
 
-/* What one sender sent of an iteration, by packet. */
-struct inbox {
-	uint32_t npkts;		/* UINT32_MAX until known */
-	uint32_t have, cap;
-	uint8_t **pkt;		/* the pairs of packet s (NULL: not in) */
-	uint16_t *npairs;
-	bool end;		/* the end marker is in (a sender's) */
+/*
+ * What one sender sent of an iteration.  No single packet decides how many
+ * packets the sender has (a forged count would lock its genuine ones out):
+ * each packet is kept under the stream it claims, (npkts, width), and the
+ * sender is complete once one claim has all its packets (and its end
+ * marker, for a worker).  Memory follows the packets held, never a count
+ * or a sequence number a packet carries: a table of the packets kept,
+ * open addressing on (seq, npkts, width), and the claims seen.
+ */
+struct held {
+	uint32_t seq, npkts;
+	uint16_t width, npairs;
+	uint8_t *pairs;		/* NULL: the entry is free */
 };
 
-static void inbox_free(struct inbox *b)
+struct claim {
+	uint32_t npkts, have;
+	uint16_t width;
+	bool end;
+};
+
+struct agg_cold_inbox {
+	struct held *tab;
+	uint32_t cap, used;
+	struct claim *cl;
+	uint32_t ncl;
+	int done;		/* the claim that is complete, -1: none yet */
+};
+
+static void inbox_init(struct agg_cold_inbox *b)
 {
-	for (uint32_t s = 0; s < b->cap; s++)
-		free(b->pkt[s]);
-	free(b->pkt);
-	free(b->npairs);
 	memset(b, 0, sizeof(*b));
-	b->npkts = UINT32_MAX;
+	b->done = -1;
 }
 
-/* Keep packet h's pairs (new: 1, again: 0) or -ENOMEM / -EPROTO. */
-static int inbox_put(struct inbox *b, const struct agg_hdr *h, const struct agg_sparse_hdr *sh)
+static void inbox_free(struct agg_cold_inbox *b)
+{
+	for (uint32_t i = 0; i < b->cap; i++)
+		free(b->tab[i].pairs);
+	free(b->tab);
+	free(b->cl);
+	inbox_init(b);
+}
+
+static struct held *inbox_slot(const struct agg_cold_inbox *b, uint32_t seq, uint32_t npkts, uint16_t width)
+{
+	uint32_t i = (seq * 2654435761u ^ npkts * 40503u ^ width) & (b->cap - 1);
+
+	while (b->tab[i].pairs && (b->tab[i].seq != seq || b->tab[i].npkts != npkts ||
+				   b->tab[i].width != width))
+		i = (i + 1) & (b->cap - 1);
+	return &b->tab[i];
+}
+
+static int inbox_grow(struct agg_cold_inbox *b)
+{
+	struct agg_cold_inbox nb = *b;
+
+	if (b->cap && b->used < b->cap / 2)
+		return 0;
+	nb.cap = b->cap ? 2 * b->cap : 64;
+	nb.tab = calloc(nb.cap, sizeof(*nb.tab));
+	if (!nb.tab)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < b->cap; i++)
+		if (b->tab[i].pairs)
+			*inbox_slot(&nb, b->tab[i].seq, b->tab[i].npkts, b->tab[i].width) = b->tab[i];
+	free(b->tab);
+	*b = nb;
+	return 0;
+}
+
+static struct claim *inbox_claim(struct agg_cold_inbox *b, uint32_t npkts, uint16_t width)
+{
+	struct claim *cl;
+
+	for (uint32_t i = 0; i < b->ncl; i++)
+		if (b->cl[i].npkts == npkts && b->cl[i].width == width)
+			return &b->cl[i];
+	cl = realloc(b->cl, (b->ncl + 1) * sizeof(*cl));
+	if (!cl)
+		return NULL;
+	b->cl = cl;
+	cl[b->ncl] = (struct claim){ .npkts = npkts, .width = width };
+	return &cl[b->ncl++];
+}
+
+/*
+ * Keep packet h (an end marker: end): 1 new, 0 again (the same bytes),
+ * -EPROTO malformed, -EEXIST the same packet with other pairs (another
+ * attempt of the iteration), -ENOMEM.  need_end: a claim is complete only
+ * with its end marker.
+ */
+static int inbox_put(struct agg_cold_inbox *b, const struct agg_hdr *h, const struct agg_sparse_hdr *sh,
+		     bool end, bool need_end)
 {
 	size_t len = (size_t)sh->npairs * agg_sparse_pair_size(sh->width);
-	uint32_t s = h->seg;
+	struct claim *cl;
+	struct held *e;
+	int r = 1;
 
-	if (s >= MAX_PKTS || (b->npkts != UINT32_MAX && s >= b->npkts))
+	if (sh->npkts >= MAX_PKTS || (end ? h->seg != sh->npkts : h->seg >= sh->npkts))
 		return -EPROTO;
-	if (s >= b->cap) {
-		uint32_t cap = b->cap ? b->cap : 64;
-		uint8_t **pkt;
-		uint16_t *np;
-
-		while (cap <= s)
-			cap *= 2;
-		pkt = realloc(b->pkt, cap * sizeof(*pkt));
-		if (pkt)
-			b->pkt = pkt;
-		np = pkt ? realloc(b->npairs, cap * sizeof(*np)) : NULL;
-		if (!np)
-			return -ENOMEM;
-		b->npairs = np;
-		memset(b->pkt + b->cap, 0, (cap - b->cap) * sizeof(*pkt));
-		b->cap = cap;
-	}
-	if (b->pkt[s])
-		return 0;
-	b->pkt[s] = malloc(len ? len : 1);
-	if (!b->pkt[s])
+	if (!end && inbox_grow(b))
 		return -ENOMEM;
-	memcpy(b->pkt[s], sh + 1, len);
-	b->npairs[s] = sh->npairs;
-	b->have++;
-	return 1;
+	cl = inbox_claim(b, sh->npkts, sh->width);
+	if (!cl)
+		return -ENOMEM;
+	if (end) {
+		r = !cl->end;
+		cl->end = true;
+	} else if ((e = inbox_slot(b, h->seg, sh->npkts, sh->width))->pairs) {
+		if (e->npairs != sh->npairs || memcmp(e->pairs, sh + 1, len))
+			return -EEXIST;
+		r = 0;
+	} else {
+		e->pairs = malloc(len ? len : 1);
+		if (!e->pairs)
+			return -ENOMEM;
+		memcpy(e->pairs, sh + 1, len);
+		e->seq = h->seg;
+		e->npkts = sh->npkts;
+		e->width = sh->width;
+		e->npairs = sh->npairs;
+		b->used++;
+		cl->have++;
+	}
+	if (b->done < 0 && cl->have == cl->npkts && (cl->end || !need_end))
+		b->done = (int)(cl - b->cl);
+	return r;
 }
 
-static bool inbox_full(const struct inbox *b, bool need_end)
+static bool inbox_full(const struct agg_cold_inbox *b)
 {
-	return b->npkts != UINT32_MAX && b->have == b->npkts && (!need_end || b->end);
+	return b->done >= 0;
+}
+
+/* The complete claim's packets and width (0 when none is). */
+static uint32_t inbox_npkts(const struct agg_cold_inbox *b)
+{
+	return b->done >= 0 ? b->cl[b->done].npkts : 0;
+}
+
+static uint32_t inbox_width(const struct agg_cold_inbox *b)
+{
+	return b->done >= 0 ? b->cl[b->done].width : 0;
+}
+
+/* Does packet h belong to the complete claim? */
+static bool inbox_is_done(const struct agg_cold_inbox *b, const struct agg_sparse_hdr *sh)
+{
+	return b->done >= 0 && sh->npkts == inbox_npkts(b) && sh->width == inbox_width(b);
+}
+
+/* Is packet h, byte for byte, one of the complete claim's? */
+static bool inbox_summed(const struct agg_cold_inbox *b, const struct agg_hdr *h,
+			 const struct agg_sparse_hdr *sh)
+{
+	const struct held *e;
+
+	if (!inbox_is_done(b, sh))
+		return false;
+	if (h->type == AGG_T_SPARSE_END)
+		return h->seg == sh->npkts;
+	if (h->seg >= sh->npkts)
+		return false;
+	e = inbox_slot(b, h->seg, sh->npkts, sh->width);
+	return e->pairs && e->npairs == sh->npairs &&
+	       !memcmp(e->pairs, sh + 1, (size_t)sh->npairs * agg_sparse_pair_size(sh->width));
 }
 
 /* The pairs of a complete inbox, in packet order, into g: 0, -ENOMEM, or
  * -EPROTO with *bad the first pair out of id order. */
-static int inbox_pairs(const struct inbox *b, uint32_t width, struct agg_sparse *g, uint64_t *bad)
+static int inbox_pairs(const struct agg_cold_inbox *b, struct agg_sparse *g, uint64_t *bad)
 {
-	uint64_t n = 0, k = 0;
+	uint32_t npkts = inbox_npkts(b), width = inbox_width(b);
 	size_t ps = agg_sparse_pair_size(width);
+	uint64_t n = 0, k = 0;
 
-	for (uint32_t s = 0; s < b->npkts; s++)
-		n += b->npairs[s];
+	for (uint32_t s = 0; s < npkts; s++)
+		n += inbox_slot(b, s, npkts, (uint16_t)width)->npairs;
 	agg_sparse_init(g, width);
 	if (agg_sparse_reserve(g, n ? n : 1))
 		return -ENOMEM;
-	for (uint32_t s = 0; s < b->npkts; s++)
-		for (uint32_t i = 0; i < b->npairs[s]; i++, k++) {
-			const uint8_t *p = b->pkt[s] + i * ps;
+	for (uint32_t s = 0; s < npkts; s++) {
+		const struct held *e = inbox_slot(b, s, npkts, (uint16_t)width);
+
+		for (uint32_t i = 0; i < e->npairs; i++, k++) {
+			const uint8_t *p = e->pairs + i * ps;
 
 			memcpy(&g->id[k], p, 8);
 			memcpy(&g->val[k * width], p + 8, 4 * (size_t)width);
@@ -524,6 +641,7 @@ static int inbox_pairs(const struct inbox *b, uint32_t width, struct agg_sparse 
 				return -EPROTO;
 			}
 		}
+	}
 	g->n = n;
 	return 0;
 }
@@ -533,14 +651,15 @@ static int inbox_pairs(const struct inbox *b, uint32_t width, struct agg_sparse 
 int agg_cold_recv(struct agg_cold *c, uint64_t ver, double timeout, struct agg_sparse *out,
 		  char *why, size_t whylen)
 {
+	const char *root = c->n->plan.node[c->root].name;
 	double deadline = agg_now() + timeout;
-	struct inbox b = { .npkts = UINT32_MAX };
-	uint32_t width = 0;
+	struct agg_cold_inbox b;
 	uint64_t bad = 0;
 	int err = 0;
 
+	inbox_init(&b);
 	agg_sparse_init(out, 0);
-	while (!inbox_full(&b, false)) {
+	while (!inbox_full(&b)) {
 		double now = agg_now();
 		struct sockaddr_in src;
 		const struct agg_sparse_hdr *sh;
@@ -548,15 +667,13 @@ int agg_cold_recv(struct agg_cold *c, uint64_t ver, double timeout, struct agg_s
 		ssize_t r;
 
 		if (now >= deadline) {
-			if (b.npkts == UINT32_MAX)
+			if (!b.used)
 				snprintf(why, whylen, "iteration %u: no result packet from the sparse "
-					 "root %s in %.3g s", agg_ver_iter(ver),
-					 c->n->plan.node[c->root].name, timeout);
+					 "root %s in %.3g s", agg_ver_iter(ver), root, timeout);
 			else
 				snprintf(why, whylen, "iteration %u: %u of %u result packets from the "
 					 "sparse root %s missing after %.3g s", agg_ver_iter(ver),
-					 b.npkts - b.have, b.npkts, c->n->plan.node[c->root].name,
-					 timeout);
+					 b.cl[0].npkts - b.cl[0].have, b.cl[0].npkts, root, timeout);
 			err = -ETIMEDOUT;
 			break;
 		}
@@ -568,20 +685,25 @@ int agg_cold_recv(struct agg_cold *c, uint64_t ver, double timeout, struct agg_s
 		}
 		if (r == 0 || !(h = take(c, r, &src, ver, &sh)))
 			continue;
-		if (h->type != AGG_T_SPARSE_RESULT || h->from != c->root || !sh->npkts ||
-		    (b.npkts != UINT32_MAX && (sh->npkts != b.npkts || sh->width != width))) {
+		if (h->type != AGG_T_SPARSE_RESULT || h->from != c->root || !sh->npkts) {
 			c->st.drop_malformed++;
 			continue;
 		}
-		b.npkts = sh->npkts;
-		width = sh->width;
-		err = inbox_put(&b, h, sh);
+		err = inbox_put(&b, h, sh, false, false);
+		if (err == -EPROTO) {
+			c->st.drop_malformed++;
+			err = 0;
+			continue;
+		}
+		if (err == -EEXIST) {
+			c->st.drop_attempt++;
+			snprintf(why, whylen, "iteration %u: the sparse root %s sent result packet %u "
+				 "twice with different pairs: two sums of one iteration are never "
+				 "mixed", agg_ver_iter(ver), root, h->seg);
+			err = -EPROTO;
+			break;
+		}
 		if (err < 0) {
-			if (err == -EPROTO) {
-				c->st.drop_malformed++;
-				err = 0;
-				continue;
-			}
 			snprintf(why, whylen, "out of memory");
 			break;
 		}
@@ -589,16 +711,16 @@ int agg_cold_recv(struct agg_cold *c, uint64_t ver, double timeout, struct agg_s
 			c->st.taken++, c->st.pairs_in += sh->npairs;
 		else
 			c->st.dup++;
-		err = send_ack(c, h, inbox_full(&b, false) ? b.npkts : 0, width, &src);
+		err = send_ack(c, h, inbox_is_done(&b, sh) ? sh->npkts : 0, sh->width, &src);
 		if (err) {
 			snprintf(why, whylen, "cannot acknowledge: %s", strerror(-err));
 			break;
 		}
 	}
 	if (!err) {
-		c->done_npkts = b.npkts;
-		c->done_width = width;
-		err = inbox_pairs(&b, width, out, &bad);
+		c->done_npkts = inbox_npkts(&b);
+		c->done_width = inbox_width(&b);
+		err = inbox_pairs(&b, out, &bad);
 		if (err == -EPROTO)
 			snprintf(why, whylen, "iteration %u: the result's pair %" PRIu64 " is out of "
 				 "id order", agg_ver_iter(ver), bad);
@@ -606,6 +728,8 @@ int agg_cold_recv(struct agg_cold *c, uint64_t ver, double timeout, struct agg_s
 			snprintf(why, whylen, "out of memory");
 		else
 			c->st.pairs_out += out->n;
+		for (uint64_t i = 0; !err && i < out->n * out->width; i++)
+			c->st.nan += isnan(out->val[i]);
 	}
 	inbox_free(&b);
 	return err;
@@ -630,9 +754,8 @@ static size_t frame_result(struct agg_cold *c, uint32_t seq, uint16_t attempt, v
 	return fill_pairs(c, x->g, lo, np);
 }
 
-/* Who is missing what, for a timeout: "w3 (12 of 800 packets, the end
- * marker), w5 (nothing)". */
-static void missing_why(const struct agg_cold *c, const int *wk, const struct inbox *in,
+/* Who is missing what, for a timeout: "w3 (packets of pairs), w5 (nothing)". */
+static void missing_why(const struct agg_cold *c, const int *wk, const struct agg_cold_inbox *in,
 			const struct outbox *out, int nw, uint64_t ver, double timeout,
 			char *why, size_t whylen)
 {
@@ -642,26 +765,28 @@ static void missing_why(const struct agg_cold *c, const int *wk, const struct in
 				       "pairs missing from");
 
 	for (int i = 0; i < nw && used < whylen; i++) {
-		const struct inbox *b = &in[i];
+		const struct agg_cold_inbox *b = &in[i];
+		bool end = false;
 		int w;
 
-		if (out ? (!out[i].npkts || out[i].nacked == out[i].npkts) : inbox_full(b, true))
+		if (out ? (!out[i].npkts || out[i].nacked == out[i].npkts) : inbox_full(b))
 			continue;
+		for (uint32_t k = 0; k < b->ncl; k++)
+			end |= b->cl[k].end;
 		if (out)
 			w = snprintf(why + used, whylen - used, " %s (%u of %u packets)",
 				     p->node[wk[i]].name, out[i].npkts - out[i].nacked, out[i].npkts);
-		else if (!b->have && !b->end)
+		else if (!b->ncl)
 			w = snprintf(why + used, whylen - used, " %s (nothing)", p->node[wk[i]].name);
 		else
-			w = snprintf(why + used, whylen - used, " %s (%s%s)", p->node[wk[i]].name,
-				     b->npkts == UINT32_MAX ? "the end marker" : "packets",
-				     b->npkts != UINT32_MAX ? " of pairs" : "");
+			w = snprintf(why + used, whylen - used, " %s (%s)", p->node[wk[i]].name,
+				     end ? "packets of pairs" : "the end marker");
 		used += w > 0 ? (size_t)w : 0;
 	}
 }
 
 /* The pairs of every worker, summed in plan order, rounded: the result. */
-static int sum_up(struct agg_cold *c, const int *wk, const struct inbox *in, int nw,
+static int sum_up(struct agg_cold *c, const int *wk, const struct agg_cold_inbox *in, int nw,
 		  uint32_t width, struct agg_sparse *out, char *why, size_t whylen)
 {
 	struct agg_sparse *g = calloc(nw ? nw : 1, sizeof(*g));
@@ -672,16 +797,20 @@ static int sum_up(struct agg_cold *c, const int *wk, const struct inbox *in, int
 
 	for (int i = 0; i < nw && !err; i++) {
 		gp[i] = &g[i];
-		err = inbox_pairs(&in[i], width, &g[i], &bad);
+		err = inbox_pairs(&in[i], &g[i], &bad);
 		if (err == -EPROTO)
 			snprintf(why, whylen, "%s's pair %" PRIu64 " is out of id order (agg-sparse(5): "
 				 "ids increase)", c->n->plan.node[wk[i]].name, bad);
 		c->st.pairs_in += g[i].n;
 	}
-	if (!err)
+	if (!err && !nw)
+		agg_sparse_init(out, width);
+	else if (!err)
 		err = agg_sparse_sum(gp, nw, &sum);
+	if (!err && nw)
+		err = agg_sparse_sum_round(&sum, out, &c->st.saturated);
 	if (!err)
-		err = agg_sparse_sum_round(&sum, out);
+		c->st.nan = c->st.saturated;
 	if (err == -ENOMEM)
 		snprintf(why, whylen, "out of memory");
 	agg_sparse_sum_free(&sum);
@@ -694,30 +823,21 @@ static int sum_up(struct agg_cold *c, const int *wk, const struct inbox *in, int
 
 /*
  * A SPARSE or END packet of worker k (in its inbox b): kept once,
- * acknowledged always.  1 new, 0 again, -1 malformed (not acknowledged),
- * or -errno.
+ * acknowledged always.  1 new, 0 again, or -errno: -EPROTO malformed (not
+ * acknowledged), -EEXIST another attempt's packet.
  */
-static int gather(struct agg_cold *c, struct inbox *b, const struct agg_hdr *h,
+static int gather(struct agg_cold *c, struct agg_cold_inbox *b, const struct agg_hdr *h,
 		  const struct agg_sparse_hdr *sh, const struct sockaddr_in *src)
 {
+	bool end = h->type == AGG_T_SPARSE_END;
 	int r;
 
-	if ((b->npkts != UINT32_MAX && sh->npkts != b->npkts) || sh->npkts >= MAX_PKTS ||
-	    (h->type == AGG_T_SPARSE_END ? h->seg != sh->npkts :
-	     h->seg >= sh->npkts || !sh->npairs))
-		return -1;
-	b->npkts = sh->npkts;
-	if (h->type == AGG_T_SPARSE_END) {
-		r = !b->end;
-		b->end = true;
-	} else {
-		r = inbox_put(b, h, sh);
-		if (r == -EPROTO)
-			return -1;
-		if (r < 0)
-			return r;
-	}
-	return send_ack(c, h, inbox_full(b, true) ? b->npkts + 1 : 0, sh->width, src) ?: r;
+	if (!end && !sh->npairs)
+		return -EPROTO;
+	r = inbox_put(b, h, sh, end, true);
+	if (r < 0)
+		return r;
+	return send_ack(c, h, inbox_is_done(b, sh) ? sh->npkts + 1 : 0, sh->width, src) ?: r;
 }
 
 int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_sparse *out,
@@ -725,14 +845,15 @@ int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_
 {
 	const struct agg_plan *p = &c->n->plan;
 	double deadline = agg_now() + timeout;
-	int nw = 0, ndone = 0, nacked = 0, nout = 0, err = 0, *wk, *slot;
-	struct inbox *in;
+	int nw = 0, ndone = 0, nacked = 0, nout = 0, err = 0, *wk, *slot, first = -1;
+	struct agg_cold_inbox *in;
 	struct outbox *ob = NULL;
 	struct result_ctx x = { .ver = ver };
 	uint32_t width = 0;
 	bool *full;
 
 	agg_sparse_init(out, 0);
+	done_free(c);
 	wk = calloc(p->nnodes, sizeof(*wk));
 	slot = calloc(p->nnodes, sizeof(*slot));
 	in = calloc(p->nnodes, sizeof(*in));
@@ -747,7 +868,7 @@ int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_
 		slot[i] = -1;
 		if (p->node[i].role == AGG_ROLE_WORKER) {
 			slot[i] = nw;
-			in[nw].npkts = UINT32_MAX;
+			inbox_init(&in[nw]);
 			wk[nw++] = i;
 		}
 	}
@@ -778,14 +899,14 @@ int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_
 			if (!h)
 				continue;
 			k = slot[h->from];
-			if (k < 0 || h->type == AGG_T_SPARSE_RESULT || (width && sh->width != width)) {
+			if (k < 0 || h->type == AGG_T_SPARSE_RESULT) {
 				c->st.drop_malformed++;
 				continue;
 			}
 			if (h->type == AGG_T_SPARSE_ACK) {
 				bool was = ob && ob[k].npkts && ob[k].nacked == ob[k].npkts;
 
-				if (ob && ob[k].npkts) {
+				if (ob && ob[k].npkts && sh->width == out->width) {
 					outbox_ack(c, &ob[k], h->seg, agg_now());
 					if (sh->npkts)
 						outbox_ack_all(c, &ob[k], sh->npkts, agg_now());
@@ -793,14 +914,29 @@ int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_
 				nacked += !was && ob && ob[k].npkts && ob[k].nacked == ob[k].npkts;
 				continue;
 			}
-			width = sh->width;
+			/* gather's acknowledgement reuses c->buf: h is gone after it */
 			err = gather(c, &in[k], h, sh, &src);
+			if (err == -EPROTO) {
+				c->st.drop_malformed++;
+				err = 0;
+				continue;
+			}
+			if (err == -EEXIST && ob) {	/* summed already: not answered */
+				c->st.drop_attempt++;
+				err = 0;
+				continue;
+			}
+			if (err == -EEXIST) {
+				c->st.drop_attempt++;
+				snprintf(why, whylen, "iteration %u: %s sent packet %u twice with "
+					 "different pairs: two attempts of one iteration (an agg-send "
+					 "run again?) are never summed; a retried step needs a new "
+					 "iteration number on every worker", agg_ver_iter(ver),
+					 p->node[h->from].name, h->seg);
+				err = -EPROTO;
+				break;
+			}
 			if (err < 0) {
-				if (err == -1) {
-					c->st.drop_malformed++;
-					err = 0;
-					continue;
-				}
 				snprintf(why, whylen, "cannot take %s's packet: %s",
 					 p->node[h->from].name, strerror(-err));
 				break;
@@ -810,9 +946,21 @@ int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_
 			else
 				c->st.dup++;
 			err = 0;
-			if (!full[k] && inbox_full(&in[k], true)) {
-				full[k] = true;
-				ndone++;
+			if (full[k] || !inbox_full(&in[k]))
+				continue;
+			full[k] = true;
+			ndone++;
+			/* One table, one width: the first complete worker's. */
+			if (first < 0) {
+				first = k;
+				width = inbox_width(&in[k]);
+			} else if (inbox_width(&in[k]) != width) {
+				snprintf(why, whylen, "iteration %u: %s sends pairs of width %u, %s of "
+					 "width %u: the workers' sparse gradients must have one width "
+					 "(agg-sparse(5))", agg_ver_iter(ver), p->node[wk[k]].name,
+					 inbox_width(&in[k]), p->node[wk[first]].name, width);
+				err = -EPROTO;
+				break;
 			}
 		}
 		if (!err && r < 0) {
@@ -850,11 +998,17 @@ int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_
 out:
 	if (err)
 		agg_sparse_free(out);
-	free(c->done_total);
 	c->done_total = err ? NULL : calloc(p->nnodes, sizeof(*c->done_total));
 	c->done_width = width;
 	for (int i = 0; c->done_total && i < nw; i++)
-		c->done_total[wk[i]] = in[i].npkts + 1;
+		c->done_total[wk[i]] = inbox_npkts(&in[i]) + 1;
+	if (!err && c->done_total) {	/* what was summed: agg_cold_linger answers it */
+		c->done_in = in;
+		c->done_slot = slot;
+		c->done_nin = nw;
+		in = NULL;
+		slot = NULL;
+	}
 	for (int i = 0; in && i < nw; i++)
 		inbox_free(&in[i]);
 	for (int i = 0; ob && i < nw; i++)
@@ -865,6 +1019,19 @@ out:
 	free(in);
 	free(full);
 	return err;
+}
+
+static void done_free(struct agg_cold *c)
+{
+	for (int i = 0; c->done_in && i < c->done_nin; i++)
+		inbox_free(&c->done_in[i]);
+	free(c->done_in);
+	free(c->done_slot);
+	free(c->done_total);
+	c->done_in = NULL;
+	c->done_slot = NULL;
+	c->done_total = NULL;
+	c->done_nin = 0;
 }
 
 /* Tell every peer once more that its stream is complete here (the
@@ -919,6 +1086,14 @@ void agg_cold_linger(struct agg_cold *c, uint64_t ver, double quiet, double max)
 		/* Everything of ver is in: what comes again was kept already. */
 		if (c->role == AGG_COLD_SERVE && (h->type == AGG_T_SPARSE ||
 						  h->type == AGG_T_SPARSE_END)) {
+			int k = c->done_slot ? c->done_slot[h->from] : -1;
+
+			/* Only what was summed: a packet of another attempt
+			 * of ver was not, and is not answered. */
+			if (k < 0 || !inbox_summed(&c->done_in[k], h, sh)) {
+				c->st.drop_attempt++;
+				continue;
+			}
 			c->st.dup++;
 			send_ack(c, h, sh->npkts + 1, sh->width, &src);
 			last = agg_now();
@@ -946,4 +1121,7 @@ void agg_cold_print(const struct agg_cold_stats *st)
 	agg_print_uint("drop_member", NULL, st->drop_member);
 	agg_print_uint("drop_run", NULL, st->drop_run);
 	agg_print_uint("drop_stale", NULL, st->drop_stale);
+	agg_print_uint("drop_attempt", NULL, st->drop_attempt);
+	agg_print_uint("saturated", NULL, st->saturated);
+	agg_print_uint("nan", NULL, st->nan);
 }

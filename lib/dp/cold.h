@@ -9,6 +9,8 @@
 #include "dp.h"
 #include "sparse.h"
 
+struct agg_cold_inbox;
+
 /*
  * The sparse cold path (ZEBRA Sec. III-F), and the PS-lite baseline: every
  * worker sends its (id, values) pairs over UDP to the sparse root (the
@@ -19,7 +21,13 @@
  * again and never added twice (the root keeps which (worker, packet) it
  * has).  The root sums each id in float64 in the plan's worker order and
  * rounds once to float32, so every worker receives the same bits whatever
- * the order packets arrived in or were lost.  man 7 agg-wire, "Sparse".
+ * the order packets arrived in or were lost; a sum beyond float32's range
+ * is NaN and counted (saturated), as the dense path's poison.  Each packet
+ * is kept under the stream it claims (its npkts and width), never sized by
+ * a count a packet carries, and a packet that arrives again with other
+ * pairs is another attempt of the iteration: never summed with the first
+ * (the tools also send, serve and receive an iteration once per run,
+ * agg_node_open_sparse).  man 7 agg-wire, "Sparse".
  */
 enum agg_cold_role {
 	AGG_COLD_SEND,		/* a worker's pairs to the root (port P + 2) */
@@ -37,6 +45,12 @@ struct agg_cold_stats {
 	uint64_t pairs_out;	/* pairs of the result (serve, recv) or sent (send) */
 	/* received and dropped, by reason */
 	uint64_t drop_malformed, drop_job, drop_token, drop_member, drop_run, drop_stale;
+	/* a packet of the iteration that another attempt of it sent: at the
+	 * root after the sum (not acknowledged), or one that contradicts a
+	 * packet held (the iteration fails, -EPROTO) */
+	uint64_t drop_attempt;
+	uint64_t saturated;	/* root: values of the sum beyond float32's range, sent as NaN */
+	uint64_t nan;		/* NaN values in the result (serve, recv) */
 };
 
 struct agg_cold {
@@ -50,6 +64,9 @@ struct agg_cold {
 	/* what agg_cold_linger says is complete here: the result's packets
 	 * (recv), each node's packets by node index (serve), and the width */
 	uint32_t done_npkts, *done_total, done_width;
+	/* serve: the packets summed, per worker (done_slot: node -> worker) */
+	struct agg_cold_inbox *done_in;
+	int *done_slot, done_nin;
 	struct agg_cold_stats st;
 };
 
@@ -77,7 +94,8 @@ int agg_cold_send(struct agg_cold *c, const struct agg_sparse *g, uint64_t ver, 
 
 /*
  * Receive the result of ver into out (agg_sparse_free it): 0, -ETIMEDOUT
- * after timeout seconds in all, -EPROTO (pairs out of id order), -errno.
+ * after timeout seconds in all, -EPROTO (pairs out of id order, or a result
+ * packet that arrived twice with other pairs), -errno.
  */
 int agg_cold_recv(struct agg_cold *c, uint64_t ver, double timeout, struct agg_sparse *out,
 		  char *why, size_t whylen);
@@ -87,7 +105,8 @@ int agg_cold_recv(struct agg_cold *c, uint64_t ver, double timeout, struct agg_s
  * to every worker (but the root itself) until each acknowledged all of it;
  * the result into out.  0, -ETIMEDOUT after timeout seconds in all (why
  * names the workers missing and what of theirs), -EPROTO (a worker's pairs
- * out of id order, or widths that differ), -errno.
+ * out of id order, two complete workers whose widths differ, or a packet
+ * that arrived twice with other pairs: two attempts), -errno.
  */
 int agg_cold_serve(struct agg_cold *c, uint64_t ver, double timeout, struct agg_sparse *out,
 		   char *why, size_t whylen);

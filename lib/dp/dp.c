@@ -675,10 +675,13 @@ int agg_node_run_over(const struct agg_node *n, uint32_t run, char *why, size_t 
 	return -ESTALE;
 }
 
-int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, size_t whylen)
+/* The check and claim of agg_node_open_iter on one mark of the clock;
+ * claim: take the mark now (two takers of one iteration: one wins), else
+ * only check it (taken on delivery). */
+static int open_mark(struct agg_node *n, uint64_t ver, __u64 *mark, bool claim,
+		     const char *done, char *why, size_t whylen)
 {
 	const char *name = n->plan.node[n->self].name;
-	__u64 *mark = send ? &n->clock->sent : &n->clock->recvd;
 	uint64_t now = __atomic_load_n(&n->clock->now, __ATOMIC_ACQUIRE), old;
 	char a[64], b[64];
 	int err = agg_node_run_over(n, agg_ver_run(ver), why, whylen);
@@ -693,24 +696,50 @@ int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, s
 			 agg_ver_iter(ver), AGG_ITER_AHEAD, agg_ver_str(now, a, sizeof(a)), name);
 		return -ERANGE;
 	}
-	/* agg-send takes its mark now (two agg-sends of one iteration: one
-	 * wins); agg-recv when it has delivered (agg_node_mark_recvd). */
-	old = send ? clock_raise(mark, ver) : __atomic_load_n(mark, __ATOMIC_ACQUIRE);
+	old = claim ? clock_raise(mark, ver) : __atomic_load_n(mark, __ATOMIC_ACQUIRE);
 	if (old && agg_ver_cmp(ver, old) <= 0) {
 		snprintf(why, whylen, "%s was %s on node %s already (the newest there is %s): "
 			 "within a run an iteration is %s once; a retried step needs a new iteration "
 			 "number on every worker, a restarted job a new run (--run, AGG_RUN)",
-			 agg_ver_str(ver, a, sizeof(a)), send ? "sent" : "received", name,
-			 agg_ver_str(old, b, sizeof(b)), send ? "sent" : "received");
+			 agg_ver_str(ver, a, sizeof(a)), done, name,
+			 agg_ver_str(old, b, sizeof(b)), done);
 		return -EALREADY;
 	}
 	clock_raise(&n->clock->now, ver);
 	return 0;
 }
 
+int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, size_t whylen)
+{
+	/* agg-send takes its mark now; agg-recv when it has delivered
+	 * (agg_node_mark_recvd). */
+	return open_mark(n, ver, send ? &n->clock->sent : &n->clock->recvd, send,
+			 send ? "sent" : "received", why, whylen);
+}
+
 void agg_node_mark_recvd(struct agg_node *n, uint64_t ver)
 {
 	clock_raise(&n->clock->recvd, ver);
+}
+
+int agg_node_open_sparse(struct agg_node *n, uint64_t ver, enum agg_sparse_mark how,
+			 char *why, size_t whylen)
+{
+	static const char *const done[] = { "sent (sparse)", "received (sparse)",
+					    "served (sparse)" };
+
+	if (n->clock_len < offsetof(struct agg_clock, sparse_recvd) + sizeof(__u64)) {
+		snprintf(why, whylen, "node %s was loaded by an older agg-load (its clock has no "
+			 "sparse marks): load the job again", n->plan.node[n->self].name);
+		return -EOPNOTSUPP;
+	}
+	return open_mark(n, ver, how == AGG_SPARSE_SEND ? &n->clock->sparse_sent :
+			 &n->clock->sparse_recvd, how != AGG_SPARSE_RECV, done[how], why, whylen);
+}
+
+void agg_node_mark_sparse_recvd(struct agg_node *n, uint64_t ver)
+{
+	clock_raise(&n->clock->sparse_recvd, ver);
 }
 
 void agg_node_missing_ranges(const struct agg_node *n, uint32_t lo, uint32_t hi,

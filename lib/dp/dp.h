@@ -184,6 +184,17 @@ int agg_node_open_iter(struct agg_node *n, uint64_t ver, bool send, char *why, s
 int agg_node_run_over(const struct agg_node *n, uint32_t run, char *why, size_t whylen);
 /* agg-recv delivered ver: later agg-recvs of it (or older) are refused. */
 void agg_node_mark_recvd(struct agg_node *n, uint64_t ver);
+/*
+ * The same for the sparse path, on marks of its own (an iteration may have
+ * a dense and a sparse part): a worker's send and the root's serve take
+ * the mark at once, a worker's receive on delivery
+ * (agg_node_mark_sparse_recvd).  The errors of agg_node_open_iter, and
+ * -EOPNOTSUPP when the node's clock predates the sparse marks.
+ */
+enum agg_sparse_mark { AGG_SPARSE_SEND, AGG_SPARSE_RECV, AGG_SPARSE_SERVE };
+int agg_node_open_sparse(struct agg_node *n, uint64_t ver, enum agg_sparse_mark how,
+			 char *why, size_t whylen);
+void agg_node_mark_sparse_recvd(struct agg_node *n, uint64_t ver);
 /* The agreed exponent of data segment d (valid once its exponent segment
  * of iter is in). */
 int32_t agg_node_exponent(const struct agg_node *n, uint32_t d);

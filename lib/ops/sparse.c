@@ -524,14 +524,23 @@ int agg_sparse_sum(const struct agg_sparse *const *in, int n, struct agg_sparse_
 	return 0;
 }
 
-int agg_sparse_sum_round(const struct agg_sparse_sum *sum, struct agg_sparse *out)
+int agg_sparse_sum_round(const struct agg_sparse_sum *sum, struct agg_sparse *out,
+			 uint64_t *over)
 {
+	*over = 0;
 	agg_sparse_init(out, sum->width);
 	if (agg_sparse_reserve(out, sum->n ? sum->n : 1))
 		return -ENOMEM;
 	memcpy(out->id, sum->id, sum->n * sizeof(*out->id));
-	for (uint64_t i = 0; i < sum->n * sum->width; i++)
+	/* As the dense path poisons a sum past its range: a value float32
+	 * cannot hold is NaN, never a plausible +-Inf. */
+	for (uint64_t i = 0; i < sum->n * sum->width; i++) {
 		out->val[i] = (float)sum->val[i];
+		if (!isfinite(out->val[i])) {
+			out->val[i] = NAN;
+			(*over)++;
+		}
+	}
 	out->n = sum->n;
 	return 0;
 }

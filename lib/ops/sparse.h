@@ -79,8 +79,13 @@ int agg_sparse_write(const struct agg_sparse *s, FILE *f, bool text);
  */
 int agg_sparse_sum(const struct agg_sparse *const *in, int n, struct agg_sparse_sum *out);
 void agg_sparse_sum_free(struct agg_sparse_sum *s);
-/* The sum rounded to float32 (round to nearest): 0 or -ENOMEM. */
-int agg_sparse_sum_round(const struct agg_sparse_sum *sum, struct agg_sparse *out);
+/*
+ * The sum rounded to float32 (round to nearest): 0 or -ENOMEM.  A value
+ * beyond float32's range (or from a NaN or Inf input) becomes NaN, as the
+ * dense path's poison does; *over counts them.
+ */
+int agg_sparse_sum_round(const struct agg_sparse_sum *sum, struct agg_sparse *out,
+			 uint64_t *over);
 
 /*
  * Compare got with the float64 reference: the same ids, and every value

@@ -2,6 +2,7 @@
 /* Unit tests of lib/ops/sparse.c (the formats, the sum) and of
  * lib/hot/hotgen.c's sparse gradients (Zipf shape, determinism). */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +188,7 @@ static void test_binary(void)
 
 static void test_sum(void)
 {
+	uint64_t over;
 	struct agg_sparse a, b, e, r;
 	struct agg_sparse_sum s, s2;
 	const struct agg_sparse *in[3] = { &a, &b, &e }, *rev[3] = { &e, &b, &a };
@@ -202,7 +204,7 @@ static void test_sum(void)
 	ok(s.val[4] == 1e8 + 1 && s.val[5] == 0 && s.val[2] == 0.5, "float64 sums: 1e8 + 1 is kept");
 	ok(!agg_sparse_sum(rev, 3, &s2) && !memcmp(s.val, s2.val, 6 * 8),
 	   "another input order, the same bits here");
-	ok(!agg_sparse_sum_round(&s, &r) && r.val[4] == 1e8f, "rounded to float32");
+	ok(!agg_sparse_sum_round(&s, &r, &over) && r.val[4] == 1e8f && !over, "rounded to float32");
 	ok(!agg_sparse_check(&r, &s, 1e-6, &err, why, sizeof(why)), "within 1e-6 of the largest");
 	r.val[1] += 1000;
 	ok(agg_sparse_check(&r, &s, 1e-6, &err, why, sizeof(why)) == -EINVAL, "a wrong value found");
@@ -213,6 +215,11 @@ static void test_sum(void)
 	   strstr(why, "pair 1: id 3"), "a wrong id found");
 	b.width = 3;
 	ok(agg_sparse_sum(in, 3, &s2) == -EINVAL, "widths must agree");
+	agg_sparse_free(&r);
+	s.val[0] = 3.5e38;
+	s.val[1] = -1e39;
+	ok(!agg_sparse_sum_round(&s, &r, &over) && isnan(r.val[0]) && isnan(r.val[1]) &&
+	   over == 2 && r.val[4] == 1e8f, "beyond float32's range: NaN (not Inf), counted");
 	agg_sparse_free(&a);
 	agg_sparse_free(&b);
 	agg_sparse_free(&r);

@@ -15,9 +15,14 @@
  *                                   sent from its address: run it in FROM's
  *                                   namespace) to TO's plan port; KEYs: type
  *                                   (sparse, end, ack, result), job, run, iter,
- *                                   token, seg, npkts, width, npairs (default:
- *                                   a SPARSE of one pair of width 16, iteration
- *                                   0, run 0, the plan's job and token)
+ *                                   token, seg, npkts, width, npairs, id, value
+ *                                   (default: a SPARSE of one pair of width 16,
+ *                                   iteration 0, run 0, the plan's job and
+ *                                   token); the pairs' ids count up from id
+ *                                   (0), every value is value (0); ack=SECONDS:
+ *                                   from FROM's sender port, then wait that
+ *                                   long for the acknowledgement, print "ack
+ *                                   seg S npkts N" or "no ack"
  *
  * Reading the reference from a library function is the point: a tool in
  * t/unit/ keeps agg-hot's interface to what a user needs.
@@ -25,6 +30,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +107,10 @@ static int forge(int argc, char **argv)
 	struct agg_diag d;
 	FILE *f = fopen(argv[0], "r");
 	int from, to, s;
-	uint8_t buf[2048] = { 0 };
+	static uint8_t buf[65536];
+	uint64_t id0 = 0;
+	float value = 0;
+	double wait = 0;
 	struct agg_hdr *h = (struct agg_hdr *)buf;
 	struct agg_sparse_hdr *sh = (struct agg_sparse_hdr *)(h + 1);
 	struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
@@ -136,6 +145,14 @@ static int forge(int argc, char **argv)
 				  AGG_T_SPARSE;
 			continue;
 		}
+		if (!strcmp(argv[i], "value")) {
+			value = strtof(eq, NULL);
+			continue;
+		}
+		if (!strcmp(argv[i], "ack")) {
+			wait = strtod(eq, NULL);
+			continue;
+		}
 		if (agg_parse_u64(eq, &v, NULL)) {
 			fprintf(stderr, "sparsetool: bad number '%s'\n", eq);
 			return 2;
@@ -156,6 +173,8 @@ static int forge(int argc, char **argv)
 			sh->width = (uint16_t)v;
 		else if (!strcmp(argv[i], "npairs"))
 			sh->npairs = (uint16_t)v;
+		else if (!strcmp(argv[i], "id"))
+			id0 = v;
 		else {
 			fprintf(stderr, "sparsetool: unknown key '%s'\n", argv[i]);
 			return 2;
@@ -166,14 +185,44 @@ static int forge(int argc, char **argv)
 		fprintf(stderr, "sparsetool: %zu bytes: too large\n", len);
 		return 2;
 	}
+	for (uint32_t k = 0; k < sh->npairs; k++) {
+		uint8_t *pair = (uint8_t *)(sh + 1) + k * (8 + 4 * (size_t)sh->width);
+		uint64_t id = id0 + k;
+
+		memcpy(pair, &id, 8);
+		for (uint32_t j = 0; j < sh->width; j++)
+			memcpy(pair + 8 + 4 * j, &value, 4);
+	}
 	src.sin_addr = p.node[from].addr;
 	dst.sin_addr = p.node[to].addr;
 	dst.sin_port = htons(p.port);
+	if (wait > 0)
+		src.sin_port = htons(p.port + AGG_SPARSE_PORT_SEND);
 	s = socket(AF_INET, SOCK_DGRAM, 0);
 	if (s < 0 || bind(s, (struct sockaddr *)&src, sizeof(src)) ||
 	    sendto(s, buf, len, 0, (struct sockaddr *)&dst, sizeof(dst)) != (ssize_t)len) {
 		fprintf(stderr, "sparsetool: cannot send: %s\n", strerror(errno));
 		return 3;
+	}
+	if (wait > 0) {
+		struct pollfd pfd = { .fd = s, .events = POLLIN };
+		uint32_t seg = h->seg;
+		int ms = (int)(wait * 1000);
+		ssize_t r = 0;
+
+		/* the acknowledgement of this packet, not another one of the
+		 * node's stream (the root repeats its last one) */
+		for (; ms > 0 && poll(&pfd, 1, 10) >= 0; ms -= 10) {
+			r = recv(s, buf, sizeof(buf), MSG_DONTWAIT);
+			if (r >= (ssize_t)(sizeof(*h) + sizeof(*sh)) &&
+			    h->type == AGG_T_SPARSE_ACK && h->seg == seg)
+				break;
+			r = 0;
+		}
+		if (r)
+			printf("ack seg %u npkts %u\n", h->seg, sh->npkts);
+		else
+			printf("no ack\n");
 	}
 	close(s);
 	agg_plan_free(&p);
