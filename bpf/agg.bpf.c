@@ -13,7 +13,11 @@
  *     mmap-able "results" map), then fan out to the children through TC;
  *     the packet that completes the iteration becomes the fetch signal,
  *     delivered to agg-recv's UDP port (plan port + 1).
- * Everything that is not agg traffic for this node passes untouched.
+ * Everything that is not agg traffic for this node passes untouched.  The
+ * job's ports are the plan's port P and P + 1 .. P + 3 (agg-wire(7)): a
+ * packet to any of them is checked, on P + 1 .. P + 3 too (side_port), and
+ * one with IP options or a fragment, which agg never sends, is malformed
+ * (odd_ip).
  *
  * Packets that XDP hands to TC carry what TC is to do in the XDP metadata
  * (struct agg_tcmeta, with the load's random key), never in the packet, so
@@ -56,6 +60,7 @@ const volatile __u32 cfg_chunk = 128;	/* values per chunk: ceil(segment / nchunk
 const volatile __u32 cfg_chunk_cap = 128; /* accumulators per chunk: cfg_chunk up to x4 */
 const volatile __u32 cfg_period = 1;	/* entries of "segmap" */
 const volatile __u32 cfg_meta_key;	/* random per load: marks XDP -> TC metadata */
+const volatile __u32 cfg_sparse_root = ~0U; /* node index of tree 0's root */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -883,6 +888,51 @@ static __always_inline int sparse(struct agg_hdr *h)
 	return XDP_PASS;
 }
 
+/*
+ * A packet to one of the job's other ports, port + 1 .. + 3 (off), checked
+ * like any agg packet up to here.  A worker's sparse sender on port + 2
+ * takes the sparse root's SPARSE_ACK, its receiver on port + 3 the root's
+ * SPARSE_RESULT: those pass to the socket.  Nothing from the wire belongs
+ * on port + 1: the fetch signal is made on the node itself (here, in TC,
+ * or sent over loopback by a worker root's sender).
+ */
+static __always_inline int side_port(struct agg_hdr *h, __u32 off)
+{
+	__u8 want = off == AGG_SPARSE_PORT_SEND ? AGG_T_SPARSE_ACK :
+		    off == AGG_SPARSE_PORT_RECV ? AGG_T_SPARSE_RESULT : 0;
+
+	if (agg_is_sparse(h->type) && (h->op != AGG_OP_SUM || h->tree != 0))
+		return drop(AGG_S_DROP_MALFORMED);
+	if (!want || h->type != want || h->from != cfg_sparse_root || !cfg_worker)
+		return drop(AGG_S_DROP_ROUTE);
+	if (h->attempt)
+		count(AGG_S_RETX);
+	count(AGG_S_SPARSE);
+	return XDP_PASS;
+}
+
+/*
+ * An IPv4 header with options, or a fragment.  agg's packets have neither
+ * (agg-wire(7)), and everything below reads headers at fixed offsets, so
+ * one to the job's ports here is malformed.  A later fragment carries no
+ * UDP header and passes: its datagram is never reassembled, as its first
+ * fragment, which has the port, is dropped.
+ */
+static __always_inline int odd_ip(struct xdp_md *ctx, struct iphdr *ip)
+{
+	__u32 l4 = sizeof(struct ethhdr) + ip->ihl * 4;
+	__u16 dport;
+
+	if ((ip->frag_off & bpf_htons(0x1fff)) || ip->ihl < 5 || ip->daddr != cfg_self_addr ||
+	    bpf_xdp_load_bytes(ctx, l4 + __builtin_offsetof(struct udphdr, dest), &dport, 2) ||
+	    bpf_ntohs(dport) - (__u32)cfg_port > 3) {
+		count(AGG_S_OTHER);
+		return XDP_PASS;
+	}
+	count(AGG_S_RX);
+	return drop(AGG_S_DROP_MALFORMED);
+}
+
 SEC("xdp.frags")
 int agg_xdp(struct xdp_md *ctx)
 {
@@ -894,12 +944,19 @@ int agg_xdp(struct xdp_md *ctx)
 	struct agg_hdr *h = (void *)(udp + 1);
 	struct agg_tree_info *ti;
 	struct agg_node_info *ni;
-	__u32 *idx, tree, bit, from, k, vals;
+	__u32 *idx, tree, bit, from, k, vals, off;
 	int why;
 
 	if ((void *)(udp + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) ||
-	    ip->ihl != 5 || ip->version != 4 || ip->protocol != IPPROTO_UDP ||
-	    (ip->frag_off & bpf_htons(0x3fff)) || udp->dest != bpf_htons(cfg_port)) {
+	    ip->version != 4 || ip->protocol != IPPROTO_UDP) {
+		count(AGG_S_OTHER);
+		return XDP_PASS;
+	}
+	if (ip->ihl != 5 || (ip->frag_off & bpf_htons(0x3fff)))
+		return odd_ip(ctx, ip);
+	/* The job's ports: port (agg packets) and the next three (agg-wire(7)). */
+	off = bpf_ntohs(udp->dest) - (__u32)cfg_port;
+	if (off > 3) {
 		count(AGG_S_OTHER);
 		return XDP_PASS;
 	}
@@ -946,6 +1003,8 @@ int agg_xdp(struct xdp_md *ctx)
 	if (!ni || *(__u32 *)ni->mac != *(__u32 *)eth->h_source ||
 	    *(__u16 *)&ni->mac[4] != *(__u16 *)&eth->h_source[4])
 		return drop(AGG_S_DROP_MAC);
+	if (off)
+		return side_port(h, off);
 	if (agg_is_sparse(h->type))
 		return sparse(h);
 	if (h->seg >= cfg_nsegs)

@@ -48,7 +48,9 @@ enum {
  * receiver's ACK go to the root's P (its XDP program checks them as any
  * agg packet and passes them to the aggregator's socket there); the
  * root's ACK goes to the sender's port, P + 2; RESULT to the receiver's,
- * P + 3.  (P + 1 is agg-recv's fetch signal.)
+ * P + 3, where a worker's XDP program checks them the same way and passes
+ * them only from the sparse root.  (P + 1 is agg-recv's fetch signal,
+ * which never comes from the wire.)
  */
 #define AGG_SPARSE_PORT_SEND	2
 #define AGG_SPARSE_PORT_RECV	3
@@ -320,11 +322,13 @@ enum agg_stat {
 	AGG_S_DROP_DUP,		/* a contributor already in the slot */
 	AGG_S_DROP_STALE,	/* an older iteration or segment than the slot's */
 	AGG_S_DROP_BUSY,	/* the slot still holds an unfinished segment */
-	AGG_S_DROP_MALFORMED,	/* bad magic, version, length, count, flags, op */
+	AGG_S_DROP_MALFORMED,	/* bad magic, version, length, count, flags, op;
+				 * IP options or a fragment on the job's ports */
 	AGG_S_DROP_JOB,		/* another job on our port */
 	AGG_S_DROP_TOKEN,	/* wrong token */
 	AGG_S_DROP_MEMBER,	/* source address not in the plan, or not its node */
-	AGG_S_DROP_ROUTE,	/* wrong tree, or not a child / the parent here */
+	AGG_S_DROP_ROUTE,	/* wrong tree, or not a child / the parent here, or
+				 * not what port P + 1 .. P + 3 takes */
 	AGG_S_DROP_SEG,		/* segment out of range */
 	AGG_S_DROP_MAC,		/* source MAC is not the member's */
 	AGG_S_DROP_FLAGS,	/* internal flags set on the wire (forged) */
@@ -334,7 +338,8 @@ enum agg_stat {
 	AGG_S_RETX,		/* received packets with attempt > 0 */
 	AGG_S_TX_FAIL,		/* a redirect or clone failed */
 	AGG_S_SPARSE,		/* outcome: a sparse packet for the sparse root,
-				 * passed to its aggregator's socket */
+				 * passed to its aggregator's socket, or the
+				 * root's ACK or RESULT to a worker's P + 2, + 3 */
 	AGG_S_COUNT,
 };
 

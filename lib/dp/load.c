@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 
 #include "agg.skel.h"
+#include "cold.h"
 #include "dispatch.skel.h"
 #include "dp.h"
 #include "load.h"
@@ -667,6 +668,7 @@ static int configure(struct load_ctx *c)
 	skel->rodata->cfg_chunk = l->chunk;
 	skel->rodata->cfg_chunk_cap = l->chunk_cap;
 	skel->rodata->cfg_period = p->period;
+	skel->rodata->cfg_sparse_root = (uint32_t)agg_cold_root(p);
 	if (getrandom((void *)&skel->rodata->cfg_meta_key, sizeof(skel->rodata->cfg_meta_key), 0) !=
 	    sizeof(skel->rodata->cfg_meta_key))
 		return fail(c, -errno, "cannot get a random number: %s", strerror(errno));

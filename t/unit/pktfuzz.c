@@ -25,7 +25,12 @@
  *	dst (node, else --to), dstip (the IP destination, to dst's MAC), from, type (data, result,
  *	request, probe or a number), op, magic, flags, tree, job, iter, seg,
  *	run, attempt, token, len (frame bytes: cut or zero-padded), val (every
- *	value), dport.
+ *	value), dport; for the sparse types (type sparse, sparse_end,
+ *	sparse_ack, sparse_result: tree 0, op sum) width, npairs, npkts; and
+ *	the IP header: ihl (5 to 15, the options all NOPs) and frag (first:
+ *	the first 40 bytes of the datagram with more-fragments set; rest: the
+ *	remainder at offset 40; the two of a round have the same IP id, so a
+ *	"frag=rest" and a "frag=first" spec make one datagram).
  *
  * TARGET: --job, --node, --pin-dir as for agg-stat(1).  Exit status: 0 ok,
  * 1 a check failed (accounting, slot invariants), 2 bad usage or input,
@@ -94,7 +99,8 @@ static const char doc[] =
 "  state  check the slot pool; print digests of the node's maps\n"
 "  send   crafted packets from this namespace (AF_PACKET); a SPEC is\n"
 "         key=value,... with keys src smac dst dstip from type op magic flags tree\n"
-"         job iter seg run attempt token len val dport\n"
+"         job iter seg run attempt token len val dport width npairs npkts\n"
+"         ihl frag\n"
 "\v"
 "Exit status: 0 ok, 1 a check failed, 2 bad usage, 3 system failure.";
 
@@ -217,23 +223,33 @@ struct frame {
 	struct agg_hdr h;
 	int vals;			/* 0 random small, 1 random, 2 extremes, 3 all val */
 	int32_t val;
+	bool sparse;			/* sh and pairs after h, not a segment */
+	struct agg_sparse_hdr sh;
 };
 
-static uint16_t ip_csum(const void *hdr)
+/* The checksum of an IP header of ihl 32-bit words. */
+static uint16_t ip_csum_len(const void *hdr, int ihl)
 {
 	const uint16_t *w = hdr;
 	uint32_t sum = 0;
 
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < 2 * ihl; i++)
 		sum += w[i];
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (uint16_t)~sum;
 }
 
-static size_t body_len(uint8_t type, uint32_t segment)
+static uint16_t ip_csum(const void *hdr)
 {
-	return type == AGG_T_PROBE ? sizeof(struct agg_probe) : 4 * (size_t)segment;
+	return ip_csum_len(hdr, 5);
+}
+
+static size_t body_len(const struct frame *f, uint32_t segment)
+{
+	if (f->sparse)
+		return sizeof(f->sh) + f->sh.npairs * (8 + 4 * (size_t)f->sh.width);
+	return f->h.type == AGG_T_PROBE ? sizeof(struct agg_probe) : 4 * (size_t)segment;
 }
 
 static int32_t value(struct agg_rand *r, const struct frame *f)
@@ -257,7 +273,7 @@ static int32_t value(struct agg_rand *r, const struct frame *f)
 static size_t frame_build(uint8_t *buf, const struct frame *f, uint32_t segment,
 			  struct agg_rand *r)
 {
-	size_t body = body_len(f->h.type, segment), len = VAL_OFF + body;
+	size_t body = body_len(f, segment), len = VAL_OFF + body;
 	struct ethhdr *eth = (struct ethhdr *)buf;
 	struct iphdr ip = { .version = 4, .ihl = 5, .ttl = 64, .protocol = IPPROTO_UDP };
 	struct udphdr udp = { 0 };
@@ -276,7 +292,14 @@ static size_t frame_build(uint8_t *buf, const struct frame *f, uint32_t segment,
 	udp.len = htons((uint16_t)(len - UDP_OFF));
 	memcpy(buf + UDP_OFF, &udp, sizeof(udp));
 	memcpy(buf + HDR_OFF, &f->h, sizeof(f->h));
-	if (f->h.type != AGG_T_PROBE)
+	if (f->sparse) {
+		memcpy(buf + VAL_OFF, &f->sh, sizeof(f->sh));
+		for (size_t i = sizeof(f->sh); i + 4 <= body; i += 4) {
+			int32_t v = value(r, f);
+
+			memcpy(buf + VAL_OFF + i, &v, 4);
+		}
+	} else if (f->h.type != AGG_T_PROBE)
 		for (uint32_t i = 0; i < segment; i++) {
 			int32_t v = value(r, f);
 
@@ -949,6 +972,8 @@ struct sendspec {
 	bool have_src;		/* else our own address */
 	bool have_dstip;	/* dstip=: the IP destination is not dst's */
 	int smac_node;		/* source MAC: that node's (ARP), -2 smac, -1 ours */
+	int ihl;		/* IP header words: 5, or more with options */
+	enum { FRAG_NONE, FRAG_FIRST, FRAG_REST } frag;
 	uint8_t smac[6];
 	uint8_t dmac[6];
 	uint64_t sent;
@@ -986,14 +1011,16 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 		      int to, struct sendspec *sp, char *why, size_t wl)
 {
 	struct frame *f = &sp->f;
-	bool have_from = false, have_tree = false, have_op = false;
+	bool have_from = false, have_tree = false, have_op = false, have_npairs = false;
 	int from = -1;
 	char *kv, *save = NULL;
 
 	memset(sp, 0, sizeof(*sp));
 	sp->len = -1;
 	sp->smac_node = -1;
+	sp->ihl = 5;
 	sp->to = to;
+	f->sh = (struct agg_sparse_hdr){ .npkts = 1, .width = 1 };
 	f->sport = f->dport = p->port;
 	f->h.magic = AGG_MAGIC;
 	f->h.type = AGG_T_DATA;
@@ -1044,7 +1071,11 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 		} else if (!strcmp(kv, "type")) {
 			f->h.type = !strcmp(v, "data") ? AGG_T_DATA : !strcmp(v, "result") ?
 				    AGG_T_RESULT : !strcmp(v, "request") ? AGG_T_REQUEST :
-				    !strcmp(v, "probe") ? AGG_T_PROBE : 0;
+				    !strcmp(v, "probe") ? AGG_T_PROBE :
+				    !strcmp(v, "sparse") ? AGG_T_SPARSE :
+				    !strcmp(v, "sparse_end") ? AGG_T_SPARSE_END :
+				    !strcmp(v, "sparse_ack") ? AGG_T_SPARSE_ACK :
+				    !strcmp(v, "sparse_result") ? AGG_T_SPARSE_RESULT : 0;
 			if (!f->h.type && !(bad = parse_num(v, 0xff, &x)))
 				f->h.type = (uint8_t)x;
 		} else if (!strcmp(kv, "op")) {
@@ -1092,6 +1123,23 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 		} else if (!strcmp(kv, "dport")) {
 			if (!(bad = parse_num(v, 0xffff, &x)))
 				f->dport = (uint16_t)x;
+		} else if (!strcmp(kv, "width")) {
+			if (!(bad = parse_num(v, 0xffff, &x)))
+				f->sh.width = (uint16_t)x;
+		} else if (!strcmp(kv, "npairs")) {
+			have_npairs = true;
+			if (!(bad = parse_num(v, 64, &x)))
+				f->sh.npairs = (uint16_t)x;
+		} else if (!strcmp(kv, "npkts")) {
+			if (!(bad = parse_num(v, UINT32_MAX, &x)))
+				f->sh.npkts = (uint32_t)x;
+		} else if (!strcmp(kv, "ihl")) {
+			if (!(bad = parse_num(v, 15, &x) || x < 5))
+				sp->ihl = (int)x;
+		} else if (!strcmp(kv, "frag")) {
+			sp->frag = !strcmp(v, "first") ? FRAG_FIRST : !strcmp(v, "rest") ? FRAG_REST :
+				   FRAG_NONE;
+			bad = sp->frag == FRAG_NONE;
 		} else {
 			snprintf(why, wl, "unknown key '%s'", kv);
 			return -EINVAL;
@@ -1102,6 +1150,23 @@ static int spec_parse(const struct agg_plan *p, const struct agg_layout *l, char
 		}
 	}
 	sp->from = from;
+	f->sparse = agg_is_sparse(f->h.type);
+	if (f->sparse) {
+		/* the sparse path's: tree 0, op sum (agg-wire(7)) */
+		if (!have_tree)
+			f->h.tree = 0;
+		if (!have_op)
+			f->h.op = AGG_OP_SUM;
+		if (!have_npairs)
+			f->sh.npairs = f->h.type == AGG_T_SPARSE ||
+				       f->h.type == AGG_T_SPARSE_RESULT;
+		if (4 * (size_t)f->sh.npairs * (2 + f->sh.width) > MAX_FRAME - VAL_OFF - 8) {
+			snprintf(why, wl, "%u pairs of width %u do not fit a frame",
+				 f->sh.npairs, f->sh.width);
+			return -EINVAL;
+		}
+		have_tree = have_op = true;
+	}
 	if (!have_tree)
 		f->h.tree = (uint16_t)agg_plan_seg_tree(p, f->h.seg);
 	if (!have_op)
@@ -1130,6 +1195,40 @@ static int self_addr(const char *dev, struct in_addr *a)
 		}
 	freeifaddrs(ifa);
 	return err;
+}
+
+/*
+ * The frame of len bytes in buf with sp's IP header: options (all NOPs)
+ * and a fragment of the datagram (id).  Returns the new length.
+ */
+#define FRAG_AT	40	/* bytes of the datagram in a first fragment (8 x 5) */
+static size_t ip_reshape(uint8_t *buf, size_t len, const struct sendspec *sp, uint16_t id)
+{
+	size_t opt = 4 * (size_t)(sp->ihl - 5), pay = len - UDP_OFF;
+	struct iphdr ip;
+
+	if ((sp->ihl == 5 && sp->frag == FRAG_NONE) || len < UDP_OFF + FRAG_AT)
+		return len;
+	memcpy(&ip, buf + IP_OFF, sizeof(ip));
+	ip.frag_off = 0;
+	if (sp->frag == FRAG_FIRST) {
+		pay = FRAG_AT;
+		ip.frag_off = htons(0x2000);		/* more fragments */
+	} else if (sp->frag == FRAG_REST) {
+		pay -= FRAG_AT;
+		memmove(buf + UDP_OFF, buf + UDP_OFF + FRAG_AT, pay);
+		ip.frag_off = htons(FRAG_AT / 8);
+	}
+	memmove(buf + UDP_OFF + opt, buf + UDP_OFF, pay);
+	memset(buf + UDP_OFF, 1, opt);			/* IPOPT_NOOP */
+	ip.ihl = (unsigned)sp->ihl;
+	ip.id = htons(id);
+	ip.tot_len = htons((uint16_t)(sizeof(ip) + opt + pay));
+	ip.check = 0;
+	memcpy(buf + IP_OFF, &ip, sizeof(ip));
+	ip.check = ip_csum_len(buf + IP_OFF, sp->ihl);
+	memcpy(buf + IP_OFF, &ip, sizeof(ip));
+	return UDP_OFF + opt + pay;
 }
 
 /* send: SIGTERM or SIGINT stops the rounds; the counts are printed. */
@@ -1164,6 +1263,7 @@ static int do_send(void)
 	char why[512];
 	double t0, gap = 1 / env.rate, next;
 	uint64_t total = 0;
+	uint16_t ipid0 = (uint16_t)(getpid() * 977);	/* fragments of other runs apart */
 	int sock, err, to = -1;
 	FILE *f;
 
@@ -1256,6 +1356,7 @@ static int do_send(void)
 					memset(buf + len, 0, sp[i].len - len);
 				len = sp[i].len;
 			}
+			len = ip_reshape(buf, len, &sp[i], (uint16_t)(ipid0 + round));
 			memcpy(sll.sll_addr, sp[i].dmac, 6);
 			pace(next);
 			while (sendto(sock, buf, len, 0, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
