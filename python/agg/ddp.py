@@ -44,7 +44,8 @@ class AggState:
     passes produce the buckets in different orders still allreduce the
     same bucket together.  Buckets are numbered by bucket.index(), below
     READY_MAX; an iteration is over once the hook has had as many buckets
-    as the is_last() bucket's index + 1.
+    as that iteration's is_last() bucket's index + 1 (the count changes:
+    DDP's first iteration has one bucket, then it rebuilds them).
     The readiness allreduce queues behind the buckets in flight (one
     allreduce runs at a time), so it costs overlap."""
 
@@ -58,7 +59,7 @@ class AggState:
         self._mine = [0] * self.READY_MAX	# buckets this rank has, this iteration
         self._held = {}			# index -> (buffer, future): not launched yet
         self._calls = 0			# hook calls this iteration
-        self._nbuckets = 0		# buckets an iteration (from is_last()), 0: not known
+        self._nbuckets = 0		# buckets this iteration (from is_last()), 0: not known yet
         self.max_count = handle.max_count
         self.buckets = 0	# hook calls, and allreduces (chunks) started
         self.chunks = 0
@@ -226,8 +227,13 @@ def _ready_hook(st, bucket):
 
 
 def _next_iteration(st):
+    # the bucket count too: the next iteration's may differ (DDP rebuilds
+    # its buckets after the first), and a stale count would end it early
+    # on some ranks, which then pair their readiness allreduces with
+    # other ranks' buckets
     st._mine = [0] * st.READY_MAX
     st._calls = 0
+    st._nbuckets = 0
 
 
 def allreduce_hook(state, bucket):
