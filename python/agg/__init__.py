@@ -16,7 +16,8 @@ bfloat16), numpy arrays (contiguous; float32, float16) and writable buffers
 bfloat16 bits.  libagg's errors raise AggError, an OSError whose errno is
 libagg's and whose strerror is agg_errmsg()'s line; a buffer this module
 cannot hand to libagg raises TypeError (wrong kind or element type) or
-ValueError (not contiguous, read-only, not on the CPU).
+ValueError (not contiguous, read-only, not on the CPU).  close() waits
+for the calls other threads are making on the handle.
 
 The library: $AGG_LIB (a path to libagg.so.1) when set, else the build tree
 next to this package (python/agg/../../build/libagg.so.1, a source tree's),
@@ -295,7 +296,7 @@ class Agg:
     job      the job (default: the only job loaded)
     node     the node's name (default: the node whose address is local)
     run      0..65535, or None: $AGG_RUN (else 0) + $TORCHELASTIC_RESTART_COUNT
-    timeout  seconds without progress before a call fails (default 30)
+    timeout  seconds without progress before a call fails (default 30; finite)
     streams  streams an allreduce sends over: 1..64 or "auto" (default:
              $AGG_STREAMS, else 1; man 1 agg-send, --streams)
     """
