@@ -16,18 +16,22 @@ bfloat16), numpy arrays (contiguous; float32, float16) and writable buffers
 bfloat16 bits.  libagg's errors raise AggError, an OSError whose errno is
 libagg's and whose strerror is agg_errmsg()'s line; a buffer this module
 cannot hand to libagg raises TypeError (wrong kind or element type) or
-ValueError (not contiguous, read-only, not on the CPU).
+ValueError (not contiguous, read-only, not on the CPU).  close() waits
+for the calls other threads are making on the handle.
 
 The library: $AGG_LIB (a path to libagg.so.1) when set, else the build tree
 next to this package (python/agg/../../build/libagg.so.1, a source tree's),
 else, for a package installed in PREFIX/lib/python3*/dist-packages,
 PREFIX/lib/libagg.so.1, else libagg.so.1 from the system's library path.
 """
+import contextlib
 import ctypes
 import errno as _errno
+import math
 import os
 import sys
 import threading
+import weakref
 
 __all__ = ["Agg", "AggError", "AggRequest", "FLOAT32", "FLOAT16", "BFLOAT16",
            "SUM", "MAX", "MIN", "library_path", "version"]
@@ -159,6 +163,30 @@ def _op(op):
         raise ValueError("agg: op must be 'sum', 'max' or 'min', not %r" % (op,)) from None
 
 
+def _seconds(value, name="timeout"):
+    """A timeout in seconds as libagg takes it (None: 0, the default).
+    NaN and infinity are refused here: libagg's range checks cannot see a
+    NaN (every comparison with it is false)."""
+    if value is None:
+        return 0.0
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("agg: %s %r: a number of seconds" % (name, value)) from None
+    if not math.isfinite(t):
+        raise ValueError("agg: %s %r: a finite number of seconds" % (name, value))
+    return t
+
+
+def _integer(value, name, lo, hi, more=""):
+    """value (an int, or a string of ASCII digits) within lo..hi."""
+    s = str(value).strip()
+    # isdigit() alone takes '²', which int() then refuses with its own words
+    if not isinstance(value, bool) and s.isascii() and s.isdigit() and lo <= int(s) <= hi:
+        return int(s)
+    raise ValueError("agg: %s %r: %d to %d%s" % (name, value, lo, hi, more))
+
+
 def _dtype_arg(dtype):
     if dtype is None or (isinstance(dtype, int) and dtype in _ITEMSIZE):
         return dtype
@@ -268,32 +296,36 @@ class Agg:
     job      the job (default: the only job loaded)
     node     the node's name (default: the node whose address is local)
     run      0..65535, or None: $AGG_RUN (else 0) + $TORCHELASTIC_RESTART_COUNT
-    timeout  seconds without progress before a call fails (default 30)
+    timeout  seconds without progress before a call fails (default 30; finite)
     streams  streams an allreduce sends over: 1..64 or "auto" (default:
              $AGG_STREAMS, else 1; man 1 agg-send, --streams)
     """
 
     def __init__(self, pin_dir=None, job=None, node=None, run=None, timeout=None,
                  streams=None):
+        self._h = None
         lib = _load()
-        if run is not None and not 0 <= int(run) <= 0xffff:
-            raise ValueError("agg: run %r: runs are 0 to 65535" % (run,))
+        if run is not None:
+            run = _integer(run, "run", 0, 0xffff)
+        what = "streams"
+        if streams is None and os.environ.get("AGG_STREAMS"):
+            streams, what = os.environ["AGG_STREAMS"], "AGG_STREAMS"
         if streams is None:
-            streams = os.environ.get("AGG_STREAMS") or 1
-        if str(streams) == "auto":
+            nstreams = 1
+        elif str(streams) == "auto":
             nstreams = _STREAMS_AUTO
-        elif str(streams).isdigit() and 1 <= int(streams) <= MAX_STREAMS:
-            nstreams = int(streams)
         else:
-            raise ValueError("agg: streams %r: 1 to %d, or \"auto\"" % (streams, MAX_STREAMS))
+            nstreams = _integer(streams, what, 1, MAX_STREAMS, ', or "auto"')
         enc = lambda s: None if s is None else os.fsencode(str(s))
         opts = _Opts(ctypes.sizeof(_Opts), enc(pin_dir), enc(job), enc(node),
-                     0 if run is None else _OPEN_RUN, 0 if run is None else int(run),
-                     float(timeout or 0), nstreams)
+                     0 if run is None else _OPEN_RUN, 0 if run is None else run,
+                     _seconds(timeout), nstreams)
         h = ctypes.c_void_p()
-        self._h = None
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._busy = 0			# calls inside libagg with the handle
         self._inflight = set()
+        self._watchers = weakref.WeakSet()
         _check(lib.agg_open(ctypes.byref(h), ctypes.byref(opts)))
         self._h = h
         self._pid = os.getpid()
@@ -309,11 +341,34 @@ class Agg:
                            "child: open the node in the process that allreduces" % self._pid)
         return h
 
+    @contextlib.contextmanager
+    def _using(self):
+        """The handle for one libagg call: close() waits for the calls
+        in progress, since agg_close frees what a blocked call uses."""
+        with self._lock:
+            h = self._handle()
+            self._busy += 1
+        try:
+            yield h
+        finally:
+            with self._lock:
+                self._busy -= 1
+                if not self._busy:
+                    self._idle.notify_all()
+
+    def _watch(self, obj):
+        """obj._handle_closing() runs when close() begins, before libagg
+        closes (agg.ddp's waiter thread ends there)."""
+        with self._lock:
+            self._watchers.add(obj)
+
     def allreduce(self, buf, op="sum", timeout=None, dtype=None):
         """Sum (max, min) buf across every worker, in place; returns buf.
         timeout: seconds without progress (None: the handle's)."""
         addr, count, kind, keep = _buffer(buf, _dtype_arg(dtype))
-        _check(_lib.agg_allreduce(self._handle(), addr, count, kind, _op(op), float(timeout or 0)))
+        op, timeout = _op(op), _seconds(timeout)
+        with self._using() as h:
+            _check(_lib.agg_allreduce(h, addr, count, kind, op, timeout))
         return buf
 
     def allreduce_start(self, buf, op="sum", timeout=None, dtype=None):
@@ -321,13 +376,16 @@ class Agg:
         started before; returns an AggRequest.  Leave buf alone until its
         wait() returns."""
         addr, count, kind, keep = _buffer(buf, _dtype_arg(dtype))
+        op, timeout = _op(op), _seconds(timeout)
         req = ctypes.c_void_p()
-        with self._lock:
-            _check(_lib.agg_allreduce_start(self._handle(), addr, count, kind, _op(op),
-                                            float(timeout or 0), ctypes.byref(req)))
+        with self._using() as h:
+            _check(_lib.agg_allreduce_start(h, addr, count, kind, op, timeout,
+                                            ctypes.byref(req)))
             r = AggRequest(self, req, keep, buf)
-            # until waited for, the handle keeps the buffer alive
-            self._inflight.add(r)
+            # until waited for, the handle keeps the buffer alive; added
+            # before close() can see the handle idle
+            with self._lock:
+                self._inflight.add(r)
         return r
 
     def ready(self, mine, timeout=None):
@@ -339,8 +397,10 @@ class Agg:
             raise AggError(_errno.ENOSYS, "agg: this libagg has no agg_ready (AGG_1.1)")
         n = len(mine)
         vec = (ctypes.c_uint8 * max(n, 1))(*[1 if m else 0 for m in mine])
-        _check(_lib.agg_ready(self._handle(), ctypes.cast(vec, ctypes.c_void_p),
-                              ctypes.cast(vec, ctypes.c_void_p), n, float(timeout or 0)))
+        timeout = _seconds(timeout)
+        with self._using() as h:
+            _check(_lib.agg_ready(h, ctypes.cast(vec, ctypes.c_void_p),
+                                  ctypes.cast(vec, ctypes.c_void_p), n, timeout))
         return [bool(vec[i]) for i in range(n)]
 
     def _forget(self, r):
@@ -348,15 +408,24 @@ class Agg:
             self._inflight.discard(r)
 
     def close(self):
-        """Wait for the allreduces in flight, then close.  Requests not
-        waited for yet raise AggError(ECANCELED) from wait() afterwards."""
+        """Wait for the allreduces in flight, then close.  A call another
+        thread is making (allreduce, ready) ends first, with its result
+        or its error (its timeout at most); calls after close() raise
+        AggError(EBADF); requests not waited for yet raise
+        AggError(ECANCELED) from wait() afterwards."""
         with self._lock:
             h, self._h = self._h, None
+            if h is None:
+                return
+            if self._pid != os.getpid():
+                return		# a forked child's copy: the parent's to close
+            while self._busy:
+                self._idle.wait()
+            watchers = list(self._watchers)
+        for w in watchers:
+            w._handle_closing()
+        with self._lock:
             pending = list(self._inflight)
-        if h is None:
-            return
-        if self._pid != os.getpid():
-            return		# a forked child's copy: the parent's to close
         # agg_close must not race an agg_wait: take every request's lock
         # (a thread inside wait() finishes first), then close
         for r in pending:
@@ -391,17 +460,20 @@ class Agg:
     @property
     def rank(self):
         """This worker's index among the plan's workers."""
-        return _lib.agg_rank(self._handle())
+        with self._using() as h:
+            return _lib.agg_rank(h)
 
     @property
     def world_size(self):
         """The number of the plan's workers."""
-        return _lib.agg_world_size(self._handle())
+        with self._using() as h:
+            return _lib.agg_world_size(h)
 
     @property
     def max_count(self):
         """The largest count of one allreduce: the plan's size in float32 values."""
-        return _lib.agg_max_count(self._handle())
+        with self._using() as h:
+            return _lib.agg_max_count(h)
 
     @property
     def node(self):
@@ -411,7 +483,8 @@ class Agg:
     @property
     def run(self):
         """The run this handle uses."""
-        return _lib.agg_run(self._handle())
+        with self._using() as h:
+            return _lib.agg_run(h)
 
     def __repr__(self):
         if self._h is None:

@@ -44,7 +44,8 @@ class AggState:
     passes produce the buckets in different orders still allreduce the
     same bucket together.  Buckets are numbered by bucket.index(), below
     READY_MAX; an iteration is over once the hook has had as many buckets
-    as the is_last() bucket's index + 1.
+    as that iteration's is_last() bucket's index + 1 (the count changes:
+    DDP's first iteration has one bucket, then it rebuilds them).
     The readiness allreduce queues behind the buckets in flight (one
     allreduce runs at a time), so it costs overlap."""
 
@@ -58,13 +59,16 @@ class AggState:
         self._mine = [0] * self.READY_MAX	# buckets this rank has, this iteration
         self._held = {}			# index -> (buffer, future): not launched yet
         self._calls = 0			# hook calls this iteration
-        self._nbuckets = 0		# buckets an iteration (from is_last()), 0: not known
+        self._nbuckets = 0		# buckets this iteration (from is_last()), 0: not known yet
         self.max_count = handle.max_count
         self.buckets = 0	# hook calls, and allreduces (chunks) started
         self.chunks = 0
         self._q = None
         self._thread = None
         self._lock = threading.Lock()
+        # the handle's close() stops the waiter (a bare handle as the
+        # hook's state, or a state whose handle is closed directly)
+        handle._watch(self)
 
     def _waiter(self):
         while True:
@@ -93,11 +97,7 @@ class AggState:
                 self._thread = threading.Thread(target=self._waiter, name="agg-ddp-waiter",
                                                 daemon=True)
                 self._thread.start()
-                # joined before the interpreter exits: a daemon thread
-                # still inside torch's C++ (completing a future) when
-                # Python finalizes is killed there, and the process
-                # aborts ("terminate called without an active exception")
-                atexit.register(_stop_at_exit, weakref.ref(self))
+                _waiting(self)
         self._q.put(item)
 
     def _stop_waiter(self, timeout=None):
@@ -105,9 +105,15 @@ class AggState:
         (for at most timeout seconds: None, until it ends)."""
         with self._lock:
             t, self._thread = self._thread, None
+            with _waiters_lock:
+                _waiters.discard(self)
         if t is not None:
             self._q.put(None)
-            t.join(timeout)
+            if t is not threading.current_thread():
+                t.join(timeout)
+
+    def _handle_closing(self):
+        self._stop_waiter()
 
     def close(self):
         """Stop the waiter thread (after the buckets queued) and close the handle."""
@@ -125,9 +131,30 @@ class AggState:
         raise TypeError("agg.ddp.AggState holds an open agg handle: it cannot be pickled")
 
 
-def _stop_at_exit(ref):
-    st = ref()
-    if st is not None:
+# The states with a waiter thread, joined before the interpreter exits: a
+# daemon thread still inside torch's C++ (completing a future) when Python
+# finalizes is killed there, and the process aborts ("terminate called
+# without an active exception").  One atexit entry for all of them:
+# an entry for each state would leave a slot behind at every close, since
+# atexit.unregister frees no slot (atexit._ncallbacks() still counts it).
+_waiters = weakref.WeakSet()
+_waiters_lock = threading.Lock()
+_at_exit = False
+
+
+def _waiting(st):
+    global _at_exit
+    with _waiters_lock:
+        _waiters.add(st)
+        if not _at_exit:
+            atexit.register(_stop_at_exit)
+            _at_exit = True
+
+
+def _stop_at_exit():
+    with _waiters_lock:
+        states = list(_waiters)
+    for st in states:
         # bounded: with a peer gone, each queued bucket would wait out its
         # whole timeout
         st._stop_waiter(timeout=10)
@@ -192,13 +219,21 @@ def _ready_hook(st, bucket):
         for _, f in st._held.values():
             f.set_exception(e)
         st._held.clear()
-        st._mine = [0] * st.READY_MAX
-        st._calls = 0
+        _next_iteration(st)
         raise
     if st._nbuckets and st._calls >= st._nbuckets:
-        st._mine = [0] * st.READY_MAX
-        st._calls = 0
+        _next_iteration(st)
     return fut.then(_value)
+
+
+def _next_iteration(st):
+    # the bucket count too: the next iteration's may differ (DDP rebuilds
+    # its buckets after the first), and a stale count would end it early
+    # on some ranks, which then pair their readiness allreduces with
+    # other ranks' buckets
+    st._mine = [0] * st.READY_MAX
+    st._calls = 0
+    st._nbuckets = 0
 
 
 def allreduce_hook(state, bucket):
@@ -253,7 +288,7 @@ def from_env(sync=False, **kw):
                            "or give each rank its node" % lws)
     for key, var in (("job", "AGG_JOB"), ("node", "AGG_NODE"), ("timeout", "AGG_TIMEOUT")):
         if kw.get(key) is None and os.environ.get(var):
-            kw[key] = float(os.environ[var]) if key == "timeout" else os.environ[var]
+            kw[key] = agg._seconds(os.environ[var], var) if key == "timeout" else os.environ[var]
     handle = agg.Agg(**kw)
     ws = os.environ.get("WORLD_SIZE")
     if torch.distributed.is_available() and torch.distributed.is_initialized():
