@@ -38,8 +38,10 @@ capture_start() {
 capture_stop() {
 	# A stop loses what tcpdump has not read yet: first send a marker (UDP
 	# to the discard port, after every agg packet) and wait until each
-	# capture holds it.  The reports count it as "other".
-	echo end | vcluster_run "$CAP_HOST" nc -u -w0 "$CAP_MARK_TO" 9 &&
+	# capture holds it.  The reports count it as "other".  nc -q0, not
+	# -w0: with -w0 nc may exit at stdin's EOF before it sends (about 1
+	# in 300 on an idle machine), and the wait below never ends.
+	echo end | vcluster_run "$CAP_HOST" nc -u -q0 "$CAP_MARK_TO" 9 &&
 	for f in $CAP_FILES; do
 		n=0
 		until tcpdump -r "$f" -nn "udp port 9" 2>/dev/null | grep -q "\.9: UDP"; do
