@@ -219,6 +219,8 @@ soak: deps
 		prove --timer $(PROVE_FLAGS) t/0430-dp-fuzz.t
 	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_FUZZ_COUNT=1000000 \
 		prove --timer $(PROVE_FLAGS) t/0431-dp-fuzz-chunks.t
+	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_FLOOD_COUNT=5000 \
+		prove --timer $(PROVE_FLAGS) t/0440-dp-intruders.t
 
 # Coverage-guided fuzzing of the parsers with libFuzzer (clang).
 FUZZ_SECONDS ?= 60
