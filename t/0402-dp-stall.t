@@ -20,8 +20,9 @@ c4  10.90.0.7   bw=10
 c5  10.90.0.8   bw=10
 EOF_HOSTS
 
-# every tool's --timeout: the agg-recvs' count from their own start, and
-# the 8 agg-sends (16 MB each) must get a result to the victim before it
+# Every tool's --timeout, generous for a busy machine: the agg-recvs
+# count theirs from their own start, and before the action 8 agg-sends
+# (16 MB each) must get a result to the victim.
 T=10
 # The links shaped at bw= x 0.01 (the c's at 100 Mbit/s, 16 MB each):
 # an iteration lasts over a second however fast the machine, so the
@@ -36,9 +37,9 @@ now() { date +%s.%N; }
 # the iteration is stored at the victim (agg-send's own counters come only
 # at its end; a result means every worker sent); then every agg-recv but the
 # victim's must exit 1 within T of the action (their T s began before it;
-# +1 s for a busy machine).  agg-send starts
-# once every agg-recv listens for the fetch signal: their T s have begun
-# (a slow start would count against the +1 s).
+# +1 s for a busy machine).  agg-send starts once every agg-recv listens
+# for the fetch signal: their T s have begun (a slow start would count
+# against the +1 s).
 stall() {
 	it=$1 victim=$2 action=$3
 	dp_inputs $it &&

@@ -207,7 +207,8 @@ test_expect_success '--slots --range: only those wire segments' '
 # never with packets in flight, however long one takes on a busy machine
 # (the third interval has none).  Each is stopped again as soon as it
 # has printed, so the test has 2 s (--watch 2) to see each one's output,
-# not to see both.  Their intervals then last 2 s or the iteration, and all of them no longer than the test saw them run.
+# not to see both.  Their intervals then last 2 s or the iteration, and
+# all of them no longer than the test saw them run.
 test_expect_success '--watch 2 --count 3: rates x intervals = counter deltas, text and JSON' '
 	W=2 &&
 	agg-stat --all -j >before.json &&
