@@ -219,6 +219,14 @@ soak: deps
 		prove --timer $(PROVE_FLAGS) t/0430-dp-fuzz.t
 	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_FUZZ_COUNT=1000000 \
 		prove --timer $(PROVE_FLAGS) t/0431-dp-fuzz-chunks.t
+	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_FLOOD_COUNT=5000 \
+		prove --timer $(PROVE_FLAGS) t/0440-dp-intruders.t
+	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_LOSS_ITERS=12 \
+		prove --timer $(PROVE_FLAGS) t/0305-dp-jumbo.t
+	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_LOSS_ITERS=20 \
+		prove --timer $(PROVE_FLAGS) t/0315-dp-rat.t t/0316-dp-rat-regions.t
+	$(Q)AGG_BUILD=$(CURDIR)/build AGG_TEST_TIMEOUT=5400 AGG_KILL_RUNS=60 \
+		prove --timer $(PROVE_FLAGS) t/0410-dp-jobs.t
 
 # Coverage-guided fuzzing of the parsers with libFuzzer (clang).
 FUZZ_SECONDS ?= 60

@@ -122,20 +122,26 @@ test_expect_success BPFFS 'VCLUSTER_SWITCH=xdp forwards unicast in XDP, the rest
 '
 
 test_expect_success 'a killed test leaves nothing behind' '
+	# the helpers by absolute path: test-lib.sh makes TEST_DIRECTORY the
+	# directory of inner.t, here
 	cat >inner.t <<-EOF_INNER &&
 	#!/bin/sh
-	. "\$TEST_DIRECTORY/lib/test-lib.sh"
-	. "\$TEST_DIRECTORY/lib/vcluster.sh"
-	vcluster_up "$PWD/hosts.txt" aggk$$-
+	. "$TEST_DIRECTORY/lib/test-lib.sh"
+	. "$TEST_DIRECTORY/lib/vcluster.sh"
+	vcluster_up "$PWD/hosts.txt" aggk$$- || exit 1
 	echo up
 	sleep 30 & wait \$!	# the TERM trap runs at once, not after the sleep
 	EOF_INNER
-	AGG_TEST_TMP=$PWD sh inner.t >out 2>&1 &
+	{ AGG_TEST_TMP=$PWD sh inner.t >out 2>&1 & } &&
 	pid=$! &&
 	# vcluster_up took 4 s for 2 hosts on a loaded machine: up to 60 s
-	n=0 && until grep -q "^up" out || test $n -gt 600; do sleep 0.1; n=$((n+1)); done &&
+	n=0 &&
+	until grep -q "^up" out; do
+		n=$((n + 1)) && test $n -lt 600 && kill -0 $pid || { cat out; return 1; }
+		sleep 0.1
+	done &&
 	ip netns list | grep -q "^aggk$$-" &&
-	kill -TERM $pid && wait $pid;
+	kill -TERM $pid && { wait $pid; :; } &&
 	! ip netns list | grep "^aggk$$-"
 '
 

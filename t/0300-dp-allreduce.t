@@ -74,11 +74,15 @@ test_expect_success 'an older iteration: agg-send refuses it (exit 2); its packe
 	parent=$(awk "\$1 == \"edge\" && \$3 == \"c1\" { print \$4 }" plan.txt) &&
 	test_expect_code 2 vcluster_run c1 agg-send --iter 5 --timeout 1 in.1.c1 2>err &&
 	grep "run 0 iteration 5 was sent on node c1 already (the newest there is run 0 iteration 10)" err &&
-	agg-stat --node $parent >before &&
+	b=$(dp_stat $parent drop_stale) &&
 	vcluster_run c1 pktfuzz send --plan plan.txt --to $parent --count 3 iter=5 >sent &&
-	agg-stat --node $parent >after &&
-	b=$(awk "\$1 == \"drop_stale\" { print \$2 }" before) &&
-	a=$(awk "\$1 == \"drop_stale\" { print \$2 }" after) &&
+	# the packets are on the wire when pktfuzz exits, not yet counted:
+	# wait (up to 30 s) for all three: exactly three
+	n=0 &&
+	until a=$(dp_stat $parent drop_stale) && [ $((a - b)) -ge 3 ]; do
+		n=$((n + 1)) && test $n -lt 300 || return 1
+		sleep 0.1
+	done &&
 	test $((a - b)) = 3
 '
 

@@ -19,7 +19,7 @@ c2 10.90.2.2 bw=10 pod=p2 rack=r1
 d1 10.90.2.3 bw=10 pod=p2 rack=r2
 d2 10.90.2.4 bw=10 pod=p2 rack=r2
 EOF_HOSTS
-ITERS=${AGG_LOSS_ITERS:-6}
+ITERS=${AGG_LOSS_ITERS:-3}
 K=2
 
 test_expect_success 'agg-plan -s rat: 8 trees, 8 roots, aggregates from other racks and pods; it loads' '

@@ -263,7 +263,7 @@ test_expect_success 'the injector drops what it is told to, logs each drop, and 
 	from=$(node_index c1) &&
 	loss_on --type data 1000000 in c1 &&
 	agg-stat --node $parent >before &&
-	test_expect_code 1 vcluster_run c1 agg-send --iter 5 --timeout 1 in.1.c1 2>err &&
+	test_expect_code 1 vcluster_run c1 agg-send --iter 5 --timeout 3 in.1.c1 2>err &&
 	grep "iteration 5: 62 of 62 exponent segments not aggregated" err &&
 	agg-stat --node $parent >after &&
 	# nothing reached the parent but the probes agg-send sends before it gives up
@@ -280,10 +280,14 @@ test_expect_success 'the injector drops what it is told to, logs each drop, and 
 	awk "\$6 == 0 { z[\$3]++ } \$6 > 0 { r++ } END { for (s in z) { n++; if (z[s] != 1) exit 1 }
 		exit !(n >= 8 && r >= n) }" log &&
 	vcluster_run c1 ping -c 2 -i 0.2 -W 10 -q 10.90.0.3 >/dev/null &&
-	printf "%064d" 0 | vcluster_run c1 nc -u -w 1 10.90.0.3 9999 &&
-	agg-stat --node $parent >after2 &&
-	test $(( $(awk "\$1 == \"drop_malformed\" { print \$2 }" after2) -
-		 $(awk "\$1 == \"drop_malformed\" { print \$2 }" after) )) = 1 &&
+	printf "%064d" 0 | vcluster_run c1 nc -u -q0 10.90.0.3 9999 &&
+	m0=$(awk "\$1 == \"drop_malformed\" { print \$2 }" after) &&
+	n=0 &&
+	until m=$(dp_stat $parent drop_malformed) && [ $((m - m0)) -ge 1 ]; do
+		n=$((n + 1)) && test $n -lt 300 || return 1
+		sleep 0.1
+	done &&
+	test $((m - m0)) = 1 &&
 	loss_off &&
 	test_must_fail test -e $LOSS_PIN_DIR
 '

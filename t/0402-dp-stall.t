@@ -20,7 +20,15 @@ c4  10.90.0.7   bw=10
 c5  10.90.0.8   bw=10
 EOF_HOSTS
 
-T=4	# every tool's --timeout
+# Every tool's --timeout, generous for a busy machine: the agg-recvs
+# count theirs from their own start, and before the action 8 agg-sends
+# (16 MB each) must get a result to the victim.
+T=10
+# The links shaped at bw= x 0.01 (the c's at 100 Mbit/s, 16 MB each):
+# an iteration lasts over a second however fast the machine, so the
+# action comes mid-iteration by construction.
+VCLUSTER_BW_SCALE=0.01
+export VCLUSTER_BW_SCALE
 
 now() { date +%s.%N; }
 
@@ -28,9 +36,10 @@ now() { date +%s.%N; }
 # (a shell command; $vpid is the victim's agg-send) once a result of
 # the iteration is stored at the victim (agg-send's own counters come only
 # at its end; a result means every worker sent); then every agg-recv but the
-# victim's must exit 1 within T (+1 s for a busy machine).  agg-send starts
-# once every agg-recv listens for the fetch signal: their T s have begun
-# (a slow start would count against the +1 s).
+# victim's must exit 1 within T of the action (their T s began before it;
+# +1 s for a busy machine).  agg-send starts once every agg-recv listens
+# for the fetch signal: their T s have begun (a slow start would count
+# against the +1 s).
 stall() {
 	it=$1 victim=$2 action=$3
 	dp_inputs $it &&
@@ -61,6 +70,7 @@ stall() {
 		wait $p; rc=$?
 		t=$(echo "$(now) - $t0" | bc) &&
 		if [ $w != $victim ]; then
+			test $rc != 0 || { echo "agg-recv on $w: exit 0: the iteration was done before the action"; return 1; }
 			test $rc = 1 || { echo "agg-recv on $w: exit $rc"; return 1; }
 			echo "$t < $T + 1" | bc | grep -qx 1 ||
 				{ echo "agg-recv on $w took $t s"; return 1; }
@@ -69,9 +79,11 @@ stall() {
 	wait
 }
 
-test_expect_success 'setup: the ALEPH plan on 9 hosts, 4M float32' '
+test_expect_success 'setup: the ALEPH plan on 9 hosts, 4M float32, shaped' '
 	agg-plan --size 16000000 hosts.txt >plan.txt &&
-	dp_setup hosts.txt plan.txt
+	dp_setup hosts.txt plan.txt &&
+	vcluster_shape &&
+	test "$(vcluster_rate c3)" = 100
 '
 
 test_expect_success 'a leaf killed mid-iteration: every other agg-recv exits 1 in time naming it' '

@@ -123,13 +123,17 @@ test_expect_success 'a result being written is not read: agg-recv waits, then re
 	seg=$NEXP &&
 	metatool "$AGG_PIN_DIR/1/w1" $seg show >before.meta &&
 	grep "^seq [0-9]*[02468] run 2 iter 4001\$" before.meta &&
-	{ metatool "$AGG_PIN_DIR/1/w1" $seg hold 3 >held & } &&
+	# held until agg-recv has given up, however long that takes
+	{ metatool "$AGG_PIN_DIR/1/w1" $seg hold >held & } &&
 	hold=$! &&
-	n=0 && until test -s held; do n=$((n + 1)) && test $n -lt 100 || return 1; sleep 0.05; done &&
+	test_when_finished "kill $hold 2>/dev/null || :" &&
+	n=0 && until test -s held; do n=$((n + 1)) && test $n -lt 600 || return 1; sleep 0.05; done &&
 	test_expect_code 1 vcluster_run w1 agg-recv --iter 4001 --timeout 1 out.a 2>err &&
 	grep "iteration 4001: 1 of 8 result segments missing" err &&
 	test ! -e out.a &&
-	wait $hold &&
+	kill $hold && wait $hold &&
+	metatool "$AGG_PIN_DIR/1/w1" $seg show >after.meta &&
+	grep "^seq [0-9]*[02468] run 2 iter 4001\$" after.meta &&
 	vcluster_run w1 agg-recv --iter 4001 --timeout 5 out.b &&
 	all_are 3 out.b
 '

@@ -37,7 +37,7 @@ EOF
 # run_iter ITER [C1TIMEOUT]: agg-send on every worker; c1's -j output in
 # sent.ITER; fails unless the others succeed (c1 may time out).  c1 starts
 # once the others' exponents are in (3 added in all: a, c1's parent,
-# cannot finish segment 0 without it), so its timeout (1 s in one test)
+# cannot finish segment 0 without it), so its timeout (3 s in one test)
 # does not run while they start.
 added_all() {
 	for h in $(vcluster_hosts); do dp_stat $h added || return 1; done |
@@ -93,27 +93,45 @@ test_expect_success 'setup: 33 wire segments per iteration on 5 hosts' '
 # A capture is clean when c1 resent nothing: the programs' own sends are
 # never resends, and a resend of c1 is what the capture calls a loss (the
 # sender gave up on a transmission).  On a loaded machine c1 may resend
-# because a result was late; take the first of ten iterations that is
-# clean.
-test_expect_success 'a clean capture: everything sent once and answered, exit 0' '
-	for i in 1 2 3 4 5 6 7 8 9 10; do
+# because a result was late: prefer one of three iterations that is clean,
+# and hold the capture to what c1 itself says it resent either way.
+test_expect_success 'a capture: everything sent once and answered, or each resend of c1 named, exit 0 iff none' '
+	for i in 1 2 3; do
 		capture_start clean.pcap && run_iter $i && capture_stop &&
 		test $c1_rc = 0 || return 1
 		test "$(resent $i)" = 0 && break
+		:
 	done &&
-	test "$(resent $i)" = 0 &&
-	agg-check --pcap clean.pcap --plan plan.txt -v >out &&
-	cat out &&
-	cat >want <<-EOF &&
-	iter=$i from=a to=c1 type=RESULT segments=33 sent=33 resent=0 duplicated=0 lost=0
-	iter=$i from=c1 to=a type=DATA segments=33 sent=33 resent=0 duplicated=0 lost=0 unanswered=0
-	summary packets=67 agg=66 other=1 foreign=0 truncated=0 probes=0 pairs=2 resent=0 duplicated=0 lost=0 unanswered=0 ok=yes
-	EOF
-	test_cmp want out
+	r=$(resent $i) &&
+	# capture_stop may have sent its marker more than once
+	m=$(tcpdump -r clean.pcap -nn "udp port 9" 2>/dev/null | wc -l) &&
+	echo "iteration $i: c1 resent $r; $m marker(s)" &&
+	if test $r = 0
+	then
+		agg-check --pcap clean.pcap --plan plan.txt -v >out &&
+		cat out &&
+		cat >want <<-EOF &&
+		iter=$i from=a to=c1 type=RESULT segments=33 sent=33 resent=0 duplicated=0 lost=0
+		iter=$i from=c1 to=a type=DATA segments=33 sent=33 resent=0 duplicated=0 lost=0 unanswered=0
+		summary packets=$((66 + m)) agg=66 other=$m foreign=0 truncated=0 probes=0 pairs=2 resent=0 duplicated=0 lost=0 unanswered=0 ok=yes
+		EOF
+		test_cmp want out
+	else
+		test_expect_code 1 agg-check --pcap clean.pcap --plan plan.txt -v >out &&
+		cat out &&
+		test $(grep -c "^lost iter=$i from=c1 to=a type=DATA seg=" out) = $r &&
+		test $(grep -c "^lost " out) = $r &&
+		grep "^iter=$i from=a to=c1 type=RESULT segments=33 sent=33 " out &&
+		grep -x "iter=$i from=c1 to=a type=DATA segments=33 sent=33 resent=$r duplicated=0 lost=$r unanswered=0" out &&
+		grep "^summary packets=[0-9]* agg=[0-9]* other=$m foreign=0 truncated=0 probes=0 pairs=2 .* duplicated=0 lost=$r unanswered=0 ok=no\$" out
+	fi &&
+	sed -n "s/^summary packets=\([0-9]*\) agg=\([0-9]*\) .*/\1 \2/p" out >counts &&
+	read packets agg <counts &&
+	test $agg = $((packets - m))
 '
 
 test_expect_success 'without --plan: node indices, the receiver learned from its own packets' '
-	agg-check --pcap clean.pcap >out &&
+	test_expect_code $((r > 0)) agg-check --pcap clean.pcap >out &&
 	grep "^iter=[0-9]* from=2 to=1 type=DATA segments=33 " out &&
 	grep "^iter=[0-9]* from=1 to=2 type=RESULT segments=33 " out
 '
@@ -121,7 +139,7 @@ test_expect_success 'without --plan: node indices, the receiver learned from its
 test_expect_success 'another job'"'"'s plan: every packet is foreign' '
 	agg-plan --job 7 --size 16000 hosts.txt >plan7.txt &&
 	agg-check --pcap clean.pcap --plan plan7.txt >out &&
-	grep -x "summary packets=67 agg=0 other=1 foreign=66 truncated=0 probes=0 pairs=0 resent=0 duplicated=0 lost=0 unanswered=0 ok=yes" out
+	grep -x "summary packets=$packets agg=0 other=$m foreign=$agg truncated=0 probes=0 pairs=0 resent=0 duplicated=0 lost=0 unanswered=0 ok=yes" out
 '
 
 test_expect_success 'a capture cut short is bad input: exit 2, the file named' '
@@ -178,7 +196,7 @@ test_expect_success 'a RESULT that never came: the DATA unanswered, exit 1' '
 	drop_on_port egress match u8 2 0xff at 29 match u32 0x09000000 0xffffffff at 44 &&
 	test_when_finished undrop &&
 	capture_start noresult.pcap &&
-	run_iter 11 1 && capture_stop &&
+	run_iter 11 3 && capture_stop &&
 	test $c1_rc = 1 &&
 	test "$(dropped egress)" -ge 1 &&
 	test_expect_code 1 agg-check --pcap noresult.pcap --plan plan.txt -v >out &&

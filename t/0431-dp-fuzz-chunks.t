@@ -6,6 +6,6 @@
 # slot agree.  Fewer packets: each one is 8 KiB.
 FZ_SEGMENT=2050
 VCLUSTER_MTU=9000
-AGG_FUZZ_COUNT=${AGG_FUZZ_COUNT:-200000}
+AGG_FUZZ_COUNT=${AGG_FUZZ_COUNT:-100000}	# make soak: 1000000
 export FZ_SEGMENT VCLUSTER_MTU AGG_FUZZ_COUNT
 exec sh "$(dirname "$0")/0430-dp-fuzz.t" "$@"

@@ -135,7 +135,10 @@ test_expect_success 'an older run is refused: the node has seen a newer one' '
 '
 
 test_expect_success 'the node is the process'"'"'s: a second open is refused while one holds it' '
-	{ vcluster_run w3 agg-recv --run 4 --iter 0 --timeout 60 >/dev/null 2>err.recv & } &&
+	# not vcluster_run: $! must be agg-recv itself (nsenter execs it), for
+	# the cleanup to end it
+	{ nsenter --net=/var/run/netns/$(vcluster_ns w3) -- \
+		agg-recv --run 4 --iter 0 --timeout 60 >/dev/null 2>err.recv & } &&
 	recv=$! &&
 	test_when_finished "kill $recv 2>/dev/null || :" &&
 	k=0 && until vcluster_run w3 ss -Hlun | grep -q "10.90.0.3:$(( $(dp_plan_field port) + 1 ))"; do
@@ -145,6 +148,12 @@ test_expect_success 'the node is the process'"'"'s: a second open is refused whi
 		./allreduce 100 >busy 2>err.busy && return 1
 	cat err.busy &&
 	grep "an agg-recv, or another process that opened the node, uses it" err.busy
+'
+
+test_expect_success 'that agg-recv ended with its test: the node is free again' '
+	k=0 && while vcluster_run w3 ss -Hlun | grep -q "10.90.0.3:$(( $(dp_plan_field port) + 1 ))"; do
+		k=$((k + 1)) && test $k -lt 300 || return 1; sleep 0.1
+	done
 '
 
 test_expect_success 'the calls are counted in agg-stat like agg-send'"'"'s' '

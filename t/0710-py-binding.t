@@ -31,7 +31,7 @@ import torch
 import agg, agg.ddp
 
 SEG = int(sys.argv[1])
-a = agg.Agg(timeout=20)
+a = agg.Agg(timeout=120)
 W, R, N = a.world_size, a.rank, a.max_count
 print("open node=%s rank=%d world=%d run=%d max_count=%d" % (a.node, R, W, a.run, N), flush=True)
 TOL = {"float32": (0, 0), "float16": (2.0 ** -10, 2.0 ** -24), "bfloat16": (2.0 ** -7, 1e-38)}
@@ -337,7 +337,7 @@ import numpy as np
 import torch
 import agg, agg.ddp
 
-a = agg.Agg(timeout=20)
+a = agg.Agg(timeout=120)
 W, R = a.world_size, a.rank
 mine = [(i + R) % 3 != 0 for i in range(10)]
 want = [all((i + r) % 3 != 0 for r in range(W)) for i in range(10)]

@@ -39,16 +39,17 @@ capture_start() {
 capture_stop() {
 	# A stop loses what tcpdump has not read yet: first send a marker (UDP
 	# to the discard port, after every agg packet) and wait until each
-	# capture holds it.  The reports count it as "other".  The marker is
-	# sent again every 20 looks (a datagram waiting on ARP on a loaded
-	# machine, or one a capture missed, is not a reason to fail), so a
-	# capture may hold several.
+	# capture holds it.  The reports count it as "other".  nc -q0, not
+	# -w0: with -w0 nc may exit at stdin's EOF before it sends (about 1
+	# in 300 on an idle machine).  The marker is sent again every 20 looks
+	# (a datagram waiting on ARP on a loaded machine, or one a capture
+	# missed, is not a reason to fail), so a capture may hold several.
 	CAP_MARKS=0
 	for f in $CAP_FILES; do
 		n=0
 		until tcpdump -r "$f" -nn "udp port 9" 2>/dev/null | grep -q "\.9: UDP"; do
 			if [ $((n % 20)) = 0 ]; then
-				echo end | vcluster_run "$CAP_HOST" nc -u -w0 "$CAP_MARK_TO" 9 ||
+				echo end | vcluster_run "$CAP_HOST" nc -u -q0 "$CAP_MARK_TO" 9 ||
 					{ echo "cannot send the marker from $CAP_HOST"; return 1; }
 				CAP_MARKS=$((CAP_MARKS + 1))
 			fi

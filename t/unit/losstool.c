@@ -14,8 +14,8 @@
  *                           dir iter seg from type attempt saddr daddr ifindex
  *   losstool stats PINDIR   "name value" lines: seen, dropped (and per
  *                           direction), logged, overflow
- *   losstool detach PINDIR  remove the pins and PINDIR; each link (and with
- *                           it the program) goes with its last reference
+ *   losstool detach PINDIR  detach each link from its hook, then remove the
+ *                           pins and PINDIR
  *
  * Exit status: 0 ok, 2 bad usage, 3 system failure.
  */
@@ -344,6 +344,19 @@ static int do_stats(const char *pindir)
 	return 0;
 }
 
+static int link_detach(const char *path)
+{
+	int fd = bpf_obj_get(path), err = 0;
+
+	if (fd < 0 || bpf_link_detach(fd)) {
+		err = -errno;
+		agg_err("cannot detach %s: %s", path, strerror(errno));
+	}
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
 static int do_detach(const char *pindir)
 {
 	char path[512];
@@ -368,7 +381,17 @@ static int do_detach(const char *pindir)
 				known |= !strcmp(e->d_name, map_pins[i]);
 			if (!known || is_link != (pass == 0))
 				continue;
-			if (pin_path(path, sizeof(path), pindir, e->d_name) || unlink(path)) {
+			if (pin_path(path, sizeof(path), pindir, e->d_name)) {
+				rc = AGG_EXIT_SYSTEM;
+				continue;
+			}
+			/* The link's last reference goes later (bpffs frees
+			 * its inode after an RCU grace period, the link in a
+			 * work item): detach it now, so that no packet is
+			 * dropped once losstool has returned. */
+			if (is_link && link_detach(path))
+				rc = AGG_EXIT_SYSTEM;
+			if (unlink(path)) {
 				agg_err("cannot remove %s: %s", path, strerror(errno));
 				rc = AGG_EXIT_SYSTEM;
 			}
