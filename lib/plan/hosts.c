@@ -220,42 +220,131 @@ int agg_host_parse(const struct agg_text_line *ln, int first,
 	return 0;
 }
 
-int agg_host_check_dup(const struct agg_host *hosts, int n,
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 16777619u;
+	return h;
+}
+
+static uint32_t addr_hash(struct in_addr a)
+{
+	/* murmur3's finaliser: the table uses the low bits, s_addr's low
+	 * byte is the first octet, the same for a whole cluster. */
+	uint32_t h = a.s_addr;
+
+	h = (h ^ (h >> 16)) * 0x85ebca6bu;
+	h = (h ^ (h >> 13)) * 0xc2b2ae35u;
+	return h ^ (h >> 16);
+}
+
+/* Position of the host named name (or with address addr when !name), or -1. */
+static int index_find(const struct agg_host_index *x, const struct agg_host *hosts,
+		      const char *name, struct in_addr addr)
+{
+	const int *tab = name ? x->name : x->addr;
+	uint32_t mask = x->cap - 1, k;
+
+	if (!x->cap)
+		return -1;
+	for (k = (name ? name_hash(name) : addr_hash(addr)) & mask; tab[k];
+	     k = (k + 1) & mask) {
+		const struct agg_host *o = &hosts[tab[k] - 1];
+
+		if (name ? !strcmp(o->name, name) : o->addr.s_addr == addr.s_addr)
+			return tab[k] - 1;
+	}
+	return -1;
+}
+
+/* Insert hosts[i] unless its name (address) is there already: first wins. */
+static void index_put(struct agg_host_index *x, const struct agg_host *hosts, int i)
+{
+	uint32_t mask = x->cap - 1, k;
+
+	if (index_find(x, hosts, hosts[i].name, hosts[i].addr) < 0) {
+		for (k = name_hash(hosts[i].name) & mask; x->name[k]; k = (k + 1) & mask)
+			;
+		x->name[k] = i + 1;
+	}
+	if (index_find(x, hosts, NULL, hosts[i].addr) < 0) {
+		for (k = addr_hash(hosts[i].addr) & mask; x->addr[k]; k = (k + 1) & mask)
+			;
+		x->addr[k] = i + 1;
+	}
+}
+
+int agg_host_index_add(struct agg_host_index *x, const struct agg_host *hosts)
+{
+	if (2 * (x->n + 1) > x->cap) {
+		struct agg_host_index y = { .cap = x->cap ? 2 * x->cap : 64 };
+
+		y.name = calloc(y.cap, sizeof(int));
+		y.addr = calloc(y.cap, sizeof(int));
+		if (!y.name || !y.addr) {
+			agg_host_index_free(&y);
+			return -ENOMEM;
+		}
+		for (int i = 0; i < x->n; i++)
+			index_put(&y, hosts, i);
+		y.n = x->n;
+		agg_host_index_free(x);
+		*x = y;
+	}
+	index_put(x, hosts, x->n++);
+	return 0;
+}
+
+void agg_host_index_free(struct agg_host_index *x)
+{
+	free(x->name);
+	free(x->addr);
+	memset(x, 0, sizeof(*x));
+}
+
+int agg_host_check_dup(const struct agg_host_index *x, const struct agg_host *hosts,
 		       const struct agg_host *hst, const struct agg_text_line *ln,
 		       int first, const char *fname, struct agg_diag *d)
 {
-	for (int i = 0; i < n; i++) {
-		if (!strcmp(hosts[i].name, hst->name)) {
-			agg_diag_set(d, fname, ln->lineno, ln->tok[first].col,
-				     "duplicate host name '%s' (first on line %d)",
-				     hst->name, hosts[i].line);
-			return -EINVAL;
-		}
-		if (hosts[i].addr.s_addr == hst->addr.s_addr) {
-			agg_diag_set(d, fname, ln->lineno, ln->tok[first + 1].col,
-				     "duplicate address %s (first on line %d, host '%s')",
-				     ln->tok[first + 1].s, hosts[i].line,
-				     hosts[i].name);
-			return -EINVAL;
-		}
+	int in = index_find(x, hosts, hst->name, hst->addr);
+	int ia = index_find(x, hosts, NULL, hst->addr);
+
+	/* A scan stops at the first host matching either, the name first. */
+	if (in >= 0 && (ia < 0 || in <= ia)) {
+		agg_diag_set(d, fname, ln->lineno, ln->tok[first].col,
+			     "duplicate host name '%s' (first on line %d)",
+			     hst->name, hosts[in].line);
+		return -EINVAL;
+	}
+	if (ia >= 0) {
+		agg_diag_set(d, fname, ln->lineno, ln->tok[first + 1].col,
+			     "duplicate address %s (first on line %d, host '%s')",
+			     ln->tok[first + 1].s, hosts[ia].line, hosts[ia].name);
+		return -EINVAL;
 	}
 	return 0;
 }
 
-static int parse_host_line(struct agg_hosts *h, struct agg_text_line *ln,
-			   const char *fname, struct agg_diag *d)
+static int parse_host_line(struct agg_hosts *h, struct agg_host_index *x,
+			   struct agg_text_line *ln, const char *fname,
+			   struct agg_diag *d)
 {
 	struct agg_host hst;
 	int err;
 
 	err = agg_host_parse(ln, 0, &hst, fname, d);
 	if (!err)
-		err = agg_host_check_dup(h->host, h->n, &hst, ln, 0, fname, d);
+		err = agg_host_check_dup(x, h->host, &hst, ln, 0, fname, d);
 	if (err)
 		return err;
 	if (agg_grow((void **)&h->host, h->n + 1, sizeof(*h->host)))
 		return -ENOMEM;
-	h->host[h->n++] = hst;
+	h->host[h->n] = hst;
+	if (agg_host_index_add(x, h->host))
+		return -ENOMEM;
+	h->n++;
 	return 0;
 }
 
@@ -265,6 +354,7 @@ int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
 	struct agg_text tx;
 	struct agg_text_line ln;
 	struct pending_link *pl = NULL;
+	struct agg_host_index hx = { 0 };
 	int npl = 0, err = 0, r;
 
 	memset(h, 0, sizeof(*h));
@@ -301,7 +391,7 @@ int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
 			npl++;
 			continue;
 		}
-		err = parse_host_line(h, &ln, fname, d);
+		err = parse_host_line(h, &hx, &ln, fname, d);
 		if (err)
 			break;
 	}
@@ -339,6 +429,7 @@ int agg_hosts_read(struct agg_hosts *h, FILE *f, const char *fname,
 		}
 	}
 	free(pl);
+	agg_host_index_free(&hx);
 	/* Whether a parameter server is needed is the scheme's to say
 	 * (agg_hosts_check_scheme); without one, so is "no workers". */
 	h->end_line = tx.lineno + 1;

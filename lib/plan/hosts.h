@@ -67,10 +67,26 @@ struct agg_text_line;
 /* Parse "NAME ADDR key=value..." starting at word first of a line. */
 int agg_host_parse(const struct agg_text_line *ln, int first,
 		   struct agg_host *out, const char *fname, struct agg_diag *d);
-/* -EINVAL (d filled) if hst's name or address is already in hosts[0..n). */
-int agg_host_check_dup(const struct agg_host *hosts, int n,
+/*
+ * Names and addresses of the hosts read so far, hashed: a file of n hosts
+ * is checked for duplicates in O(n), not O(n^2).  Zero-initialise; the
+ * index refers to hosts by position in the caller's array.
+ */
+struct agg_host_index {
+	int cap;		/* slots, a power of two, or 0 */
+	int n;			/* hosts added */
+	int *name, *addr;	/* host position + 1; 0: empty slot */
+};
+/*
+ * -EINVAL (d filled) if hst's name or address is already one of
+ * hosts[0..x->n), reporting the first such host as a linear scan would.
+ */
+int agg_host_check_dup(const struct agg_host_index *x, const struct agg_host *hosts,
 		       const struct agg_host *hst, const struct agg_text_line *ln,
 		       int first, const char *fname, struct agg_diag *d);
+/* Add hosts[x->n] (hosts holds x->n + 1 entries); 0 or -ENOMEM. */
+int agg_host_index_add(struct agg_host_index *x, const struct agg_host *hosts);
+void agg_host_index_free(struct agg_host_index *x);
 /* Write hst's attributes as " key=value..." (the form both parsers read). */
 void agg_host_write_attrs(const struct agg_host *hst, FILE *f);
 /* Parse a node name: [A-Za-z0-9_.-], 1..AGG_NAME_MAX-1 characters. */

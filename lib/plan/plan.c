@@ -428,6 +428,7 @@ struct plan_reader {
 	const char *fname;
 	struct agg_diag *d;
 	const struct agg_text_line *ln;
+	struct agg_host_index nodes;
 };
 
 static int bad(struct plan_reader *r, int col, const char *fmt, const char *arg)
@@ -537,13 +538,16 @@ static int read_node(struct plan_reader *r)
 		return bad(r, r->ln->end_col, "expected 'node NAME ADDRESS ...'%s", "");
 	err = agg_host_parse(r->ln, 1, &hst, r->fname, r->d);
 	if (!err)
-		err = agg_host_check_dup(p->node, p->nnodes, &hst, r->ln, 1,
+		err = agg_host_check_dup(&r->nodes, p->node, &hst, r->ln, 1,
 					 r->fname, r->d);
 	if (err)
 		return err;
 	if (agg_grow((void **)&p->node, p->nnodes + 1, sizeof(*p->node)))
 		return -ENOMEM;
-	p->node[p->nnodes++] = hst;
+	p->node[p->nnodes] = hst;
+	if (agg_host_index_add(&r->nodes, p->node))
+		return -ENOMEM;
+	p->nnodes++;
 	return 0;
 }
 
@@ -673,6 +677,7 @@ int agg_plan_read(struct agg_plan *p, FILE *f, const char *fname,
 	if (err == -ENOMEM)
 		agg_diag_set(d, fname, tx.lineno, 1, "out of memory");
 	agg_text_free(&tx);
+	agg_host_index_free(&r.nodes);
 	if (err)
 		agg_plan_free(p);
 	return err;
