@@ -335,6 +335,15 @@ static void print_eval_none(enum agg_scheme s)
 	agg_print_obj_close();
 }
 
+/* -v: the clusters of each step, M-WCHA then the local-improvement pass. */
+static void info_aleph(const struct agg_build_info *info)
+{
+	agg_info("aleph: %d clusters (M-WCHA %d, improved %d), %d aggregators, %d rounds, b=%.15g Gbit/s",
+		 info->cluster.clusters, info->cluster.mwcha_clusters,
+		 info->cluster.clusters, info->cluster.aggregators,
+		 info->cluster.rounds, info->cluster.bw_demand);
+}
+
 /* Evaluate every scheme on the same hosts and options. */
 static int run_eval(const struct agg_hosts *h)
 {
@@ -368,6 +377,8 @@ static int run_eval(const struct agg_hosts *h)
 		if (!err)
 			err = schemes[k] == AGG_SCHEME_RING ? agg_eval_ring(&p, &e) :
 			      agg_eval_plan(&p, &e);
+		if (!err && schemes[k] == AGG_SCHEME_ALEPH)
+			info_aleph(&info);
 		if (!err)
 			print_eval_row(&p, &e);
 		agg_plan_free(&p);
@@ -470,9 +481,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (env.plan.scheme == AGG_SCHEME_ALEPH)
-		agg_info("aleph: %d clusters, %d aggregators, %d rounds, b=%.15g Gbit/s",
-			 info.cluster.clusters, info.cluster.aggregators,
-			 info.cluster.rounds, info.cluster.bw_demand);
+		info_aleph(&info);
 	else if (env.plan.scheme == AGG_SCHEME_RAT)
 		agg_info("rat: %d region levels, %d trees%s", info.levels, env.plan.ntrees,
 			 !env.trees && hosts.n > env.plan.ntrees ?

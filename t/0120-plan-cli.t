@@ -318,7 +318,7 @@ test_expect_success '-v says what M-WCHA did on stderr, -q keeps quiet; stdout u
 	! test -s err0 &&
 	agg-plan -v fig1.txt >verbose 2>err &&
 	test_cmp plain verbose &&
-	grep -x "agg-plan: aleph: 2 clusters, 1 aggregators, 1 rounds, b=10 Gbit/s" err &&
+	grep -x "agg-plan: aleph: 2 clusters (M-WCHA 2, improved 2), 1 aggregators, 1 rounds, b=10 Gbit/s" err &&
 	agg-plan -v -q fig1.txt >quiet 2>err &&
 	test_cmp plain quiet &&
 	! test -s err

@@ -22,7 +22,8 @@
  *    its beta and in the medians of its neighbours (4 equal workers are
  *    each drawn with probability 3/4, not 1).
  * Adjacency is a union of region cliques plus link lines, so a round costs
- * O(n log n + links) rather than O(n^2).
+ * O(n log n + links) rather than O(n^2).  A local-improvement pass
+ * (mw_improve) follows, in O(n log n) per sweep.
  */
 #include <errno.h>
 #include <math.h>
@@ -342,6 +343,291 @@ static int take_members(struct mw *m, int w, int *agg)
 	return took;
 }
 
+/* ---- local improvement after M-WCHA ------------------------------------- */
+
+/*
+ * Clusters whose workers all share one region group are "local": any worker
+ * of the group is adjacent to any other, so they can be re-packed inside the
+ * group without looking at link lines.  Clusters reaching over a link are
+ * left as M-WCHA made them (they still take local members as targets).
+ *
+ * Two moves, repeated until neither helps:
+ *  - swap: the strongest worker of a local cluster becomes its aggregator
+ *    (same workers, more spare capacity);
+ *  - dissolve: a local cluster whose workers fit in the spare capacity of
+ *    the group's other aggregators is spread over them, one cluster fewer.
+ *    Dissolving aggregator a costs the group g_a + 1 of capacity whatever
+ *    its size, so clusters go cheapest first (lone workers, then weak
+ *    aggregators), ties by the seeded key.
+ * Neither move adds a cluster, fills an aggregator past g, or pairs
+ * workers that are not adjacent by region.
+ */
+struct imp {
+	int *ag;		/* worker -> aggregator worker, or -1 */
+	int *cnt;		/* members per worker */
+	int *local;		/* 1: cluster of an aggregator/lone worker is local */
+	int *spare;		/* per group: sum of g - cnt over aggregators */
+	int *ord, *gcur, *cost, *head, *nxt;
+};
+
+static struct mw *sort_imp_mw;
+static struct imp *sort_imp;
+
+static int cmp_dissolve(const void *a, const void *b)
+{
+	const struct mw *m = sort_imp_mw;
+	int x = *(const int *)a, y = *(const int *)b;
+
+	if (m->grp[x] != m->grp[y])
+		return m->grp[x] - m->grp[y];
+	if (sort_imp->cost[x] != sort_imp->cost[y])	/* cost, filled in before sorting */
+		return sort_imp->cost[x] - sort_imp->cost[y];
+	return m->key[x] < m->key[y] ? -1 : m->key[x] > m->key[y];
+}
+
+static void imp_recount(struct mw *m, struct imp *im)
+{
+	memset(im->cnt, 0, m->n * sizeof(int));
+	memset(im->spare, 0, m->ngrp * sizeof(int));
+	for (int w = 0; w < m->n; w++)
+		im->local[w] = 1;
+	for (int w = 0; w < m->n; w++)
+		if (im->ag[w] >= 0) {
+			im->cnt[im->ag[w]]++;
+			if (m->grp[w] != m->grp[im->ag[w]])
+				im->local[im->ag[w]] = 0;
+		}
+	for (int w = 0; w < m->n; w++)
+		if (im->ag[w] < 0 && im->cnt[w] > 0)
+			im->spare[m->grp[w]] += m->g[w] - im->cnt[w];
+}
+
+/* Swap in the strongest worker of every local cluster; returns changes. */
+static int imp_swap(struct mw *m, struct imp *im)
+{
+	int changed = 0;
+	int *best = m->lscratch;
+
+	for (int w = 0; w < m->n; w++)
+		best[w] = -1;
+	for (int u = 0; u < m->n; u++) {
+		int a = im->ag[u];
+
+		if (a < 0 || !im->local[a])
+			continue;
+		if (m->g[u] > m->g[a] && m->g[u] >= im->cnt[a] &&
+		    (best[a] < 0 || m->g[u] > m->g[best[a]] ||
+		     (m->g[u] == m->g[best[a]] && m->key[u] < m->key[best[a]])))
+			best[a] = u;
+	}
+	for (int u = 0; u < m->n; u++) {
+		int a = im->ag[u];
+
+		if (a >= 0 && best[a] >= 0 && u != best[a])
+			im->ag[u] = best[a];
+	}
+	for (int a = 0; a < m->n; a++) {
+		if (best[a] < 0)
+			continue;
+		im->ag[best[a]] = -1;
+		im->ag[a] = best[a];
+		changed++;
+	}
+	return changed;
+}
+
+static int cmp_lone(const void *a, const void *b)
+{
+	const struct mw *m = sort_imp_mw;
+	int x = *(const int *)a, y = *(const int *)b;
+
+	if (m->grp[x] != m->grp[y])
+		return m->grp[x] - m->grp[y];
+	if (m->g[x] != m->g[y])	/* cost 1: strongest first; -1: weakest */
+		return sort_imp->cost[x] * (m->g[y] - m->g[x]);
+	return m->key[x] < m->key[y] ? -1 : m->key[x] > m->key[y];
+}
+
+/*
+ * Promote: a lone worker or a member stronger than a local aggregator
+ * takes over its cluster and the aggregator with it: one cluster fewer for
+ * a lone worker, more capacity for a member (its old cluster keeps the
+ * rest).  Per group the
+ * strongest lone workers meet the weakest aggregators.
+ */
+static int imp_promote(struct mw *m, struct imp *im)
+{
+	int nl = 0, na, done = 0, *map = m->lscratch, *lone = im->ord, *ags;
+
+	for (int w = 0; w < m->n; w++) {
+		map[w] = -1;
+		im->cost[w] = 0;
+		if (im->cnt[w] == 0 && m->g[w] > 0) {
+			im->cost[w] = 1;	/* lone or member: strongest first */
+			lone[nl++] = w;
+		}
+	}
+	ags = lone + nl;
+	na = 0;
+	for (int w = 0; w < m->n; w++)
+		if (im->ag[w] < 0 && im->cnt[w] > 0 && im->local[w]) {
+			im->cost[w] = -1;	/* aggregators: weakest first */
+			ags[na++] = w;
+		}
+	sort_imp_mw = m;
+	sort_imp = im;
+	qsort(lone, nl, sizeof(int), cmp_lone);
+	qsort(ags, na, sizeof(int), cmp_lone);
+	for (int i = 0, j = 0; i < nl && j < na;) {
+		int L = lone[i], a = ags[j];
+
+		if (m->grp[a] < m->grp[L]) {
+			j++;
+		} else if (m->grp[L] < m->grp[a] || m->g[L] <= m->g[a]) {
+			i++;	/* no weaker aggregator left for L */
+			if (i < nl && m->grp[lone[i]] == m->grp[L])
+				while (i < nl && m->grp[lone[i]] == m->grp[L])
+					i++;
+		} else if (m->g[L] < im->cnt[a] + 1) {
+			j++;
+		} else {
+			map[a] = L;
+			done += im->ag[L] < 0;
+			im->cost[L] = 2;	/* promoted */
+			i++;
+			j++;
+		}
+	}
+	for (int u = 0; u < m->n; u++)
+		if (im->ag[u] >= 0 && map[im->ag[u]] >= 0 &&
+		    !(im->cnt[u] == 0 && im->cost[u] == 2))
+			im->ag[u] = map[im->ag[u]];
+	for (int a = 0; a < m->n; a++)
+		if (map[a] >= 0) {
+			im->ag[map[a]] = -1;
+			im->ag[a] = map[a];
+		}
+	return done;
+}
+
+/* Dissolve local clusters into their group's spare capacity. */
+static int imp_dissolve(struct mw *m, struct imp *im)
+{
+	int nh = 0, done = 0;
+
+	for (int w = 0; w < m->n; w++)
+		if (im->ag[w] < 0 && im->local[w]) {
+			/* lone worker: costs 1; aggregator: g + 1 */
+			im->cost[w] = im->cnt[w] > 0 ? m->g[w] + 1 : 1;
+			im->ord[nh++] = w;
+		}
+	sort_imp_mw = m;
+	sort_imp = im;
+	qsort(im->ord, nh, sizeof(int), cmp_dissolve);
+	for (int k = 0; k < m->ngrp; k++)
+		im->gcur[k] = m->goff[k];
+	for (int w = 0; w < m->n; w++)
+		im->head[w] = -1;
+	for (int u = 0; u < m->n; u++)
+		if (im->ag[u] >= 0) {
+			im->nxt[u] = im->head[im->ag[u]];
+			im->head[im->ag[u]] = u;
+		}
+	for (int k = 0; k < nh; k++) {
+		int w = im->ord[k], gw = m->grp[w], size = 1 + im->cnt[w];
+		int avail = im->spare[gw];
+
+		if (im->cnt[w] > 0)
+			avail -= m->g[w] - im->cnt[w];
+		if (avail < size)
+			continue;
+		/* Move w's members, then w, to other aggregators, first fit. */
+		im->spare[gw] -= im->cnt[w] > 0 ? m->g[w] - im->cnt[w] : 0;
+		im->cnt[w] = 0;
+		for (int u = im->head[w], nu; ; u = nu) {
+			int t;
+
+			if (u < 0)
+				u = w;
+			nu = u == w ? -1 : im->nxt[u];
+			while (im->gcur[gw] < m->goff[gw + 1]) {
+				t = m->gmem[im->gcur[gw]];
+				if (t != w && im->ag[t] < 0 && im->cnt[t] > 0 &&
+				    im->cnt[t] < m->g[t])
+					break;
+				im->gcur[gw]++;
+			}
+			t = m->gmem[im->gcur[gw]];
+			im->ag[u] = t;
+			im->cnt[t]++;
+			im->spare[gw]--;
+			im->nxt[u] = im->head[t];
+			im->head[t] = u;
+			if (u == w)
+				break;
+		}
+		im->head[w] = -1;
+		done++;
+	}
+	return done;
+}
+
+/* Returns the number of clusters removed, or -ENOMEM. */
+static int mw_improve(struct mw *m, const struct agg_hosts *h, int *agg)
+{
+	struct imp im;
+	int removed = 0, err = -ENOMEM;
+	int *w_of = malloc(h->n * sizeof(int));
+
+	memset(&im, 0, sizeof(im));
+	im.ag = malloc((m->n + 1) * sizeof(int));
+	im.cnt = malloc((m->n + 1) * sizeof(int));
+	im.local = malloc((m->n + 1) * sizeof(int));
+	im.ord = malloc((m->n + 1) * sizeof(int));
+	im.spare = malloc((m->ngrp + 1) * sizeof(int));
+	im.gcur = malloc((m->ngrp + 1) * sizeof(int));
+	im.cost = malloc((m->n + 1) * sizeof(int));
+	im.head = malloc((m->n + 1) * sizeof(int));
+	im.nxt = malloc((m->n + 1) * sizeof(int));
+	if (!w_of || !im.ag || !im.cnt || !im.local || !im.ord || !im.spare || !im.gcur ||
+	    !im.cost || !im.head || !im.nxt)
+		goto out;
+	for (int i = 0; i < h->n; i++)
+		w_of[i] = -1;
+	for (int w = 0; w < m->n; w++)
+		w_of[m->hid[w]] = w;
+	for (int w = 0; w < m->n; w++)
+		im.ag[w] = agg[m->hid[w]] >= 0 ? w_of[agg[m->hid[w]]] : -1;
+	for (;;) {
+		int d;
+
+		imp_recount(m, &im);
+		imp_swap(m, &im);
+		imp_recount(m, &im);
+		d = imp_promote(m, &im);
+		imp_recount(m, &im);
+		d += imp_dissolve(m, &im);
+		if (!d)
+			break;
+		removed += d;
+	}
+	for (int w = 0; w < m->n; w++)
+		agg[m->hid[w]] = im.ag[w] >= 0 ? m->hid[im.ag[w]] : -1;
+	err = removed;
+out:
+	free(w_of);
+	free(im.ag);
+	free(im.cnt);
+	free(im.local);
+	free(im.ord);
+	free(im.spare);
+	free(im.gcur);
+	free(im.cost);
+	free(im.head);
+	free(im.nxt);
+	return err;
+}
+
 int agg_cluster_mwcha(const struct agg_hosts *h, const struct agg_cluster_opts *o,
 		      int *agg, struct agg_cluster_stats *st)
 {
@@ -472,6 +758,13 @@ int agg_cluster_mwcha(const struct agg_hosts *h, const struct agg_cluster_opts *
 			if (m.sel[w] && !m.clustered[w] && take_members(&m, w, agg) > 0)
 				m.clustered[w] = 1;
 		}
+	}
+	for (int w = 0; w < m.n; w++)
+		st->mwcha_clusters += agg[m.hid[w]] < 0;
+	err = mw_improve(&m, h, agg);
+	if (err < 0) {
+		mw_free(&m);
+		return err;
 	}
 	for (int w = 0; w < m.n; w++) {
 		int i = m.hid[w];

@@ -18,6 +18,7 @@ struct agg_cluster_opts {
 };
 
 struct agg_cluster_stats {
+	int mwcha_clusters;	/* clusters M-WCHA made, before improvement */
 	int clusters;		/* aggregators plus workers sent to the root */
 	int aggregators;	/* workers with at least one member */
 	int rounds;
@@ -29,6 +30,9 @@ int agg_cluster_capacity(const struct agg_host *w, double b, double c);
 double agg_cluster_min_bw(const struct agg_hosts *h);
 
 /*
+ * M-WCHA followed by a local-improvement pass (swap in the strongest
+ * worker of a cluster, dissolve clusters into spare capacity) that never
+ * adds a cluster or breaks Eq. 1; deterministic for a seed.
  * agg[i] for every host i: the host index of worker i's aggregator, or -1
  * when worker i sends to the root itself (aggregators, lone workers, and
  * hosts that are not workers).
